@@ -1,0 +1,80 @@
+#include "cli/app.h"
+
+#include <iostream>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace verl::cli {
+
+std::unique_ptr<CLI::App> build_app(Context& ctx) {
+  auto app = std::make_unique<CLI::App>(
+      "verlctl runs RL post-training (PPO/GRPO) of language models on a cluster:\n"
+      "bring up nodes, check them, run the embedded trainer, follow its progress.",
+      "verlctl");
+  app->require_subcommand(0, 1);
+  app->fallthrough();  // global options may follow the command: `verlctl config show -o json`
+  app->set_help_all_flag("--help-all", "Show help for every command");
+  app->add_option("-o,--output", ctx.output_name, "Output format of data on stdout")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->default_str("text");
+  app->add_option("--log-level", ctx.log_level, "Diagnostics on stderr: debug|info|warn|error|off")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}))
+      ->default_str("info");
+  app->parse_complete_callback([&ctx] {
+    ctx.output = ctx.output_name == "json" ? OutputFormat::kJson : OutputFormat::kText;
+    log::set_level(log::parse_level(ctx.log_level));
+  });
+  register_version(*app, ctx);
+  register_help(*app, ctx);
+  register_config(*app, ctx);
+  register_train(*app, ctx);
+  app->footer("Run 'verlctl COMMAND --help' for a command's options, 'man verlctl' for more.");
+  return app;
+}
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Context ctx;
+  ctx.out = &out;
+  ctx.err = &err;
+  auto app = build_app(ctx);
+  std::vector<std::string> rev(args.rbegin(), args.rend() - (args.empty() ? 0 : 1));
+  try {
+    app->parse(rev);
+    if (app->get_subcommands().empty()) {
+      out << app->help();
+    }
+    return ctx.exit_code;
+  } catch (const CLI::CallForHelp&) {
+    out << app->help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    out << app->help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    out << e.what() << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints help for the failing subcommand on --help; everything else is a usage error.
+    if (e.get_exit_code() == 0) return 0;
+    err << "verlctl: error: " << e.what() << "\n"
+        << "hint: run 'verlctl --help' or 'verlctl COMMAND --help'\n";
+    return static_cast<int>(ExitCode::kUsage);
+  } catch (const Error& e) {
+    err << "verlctl: error: " << e.what() << "\n";
+    if (!e.hint().empty()) err << "hint: " << e.hint() << "\n";
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    err << "verlctl: error: " << e.what() << "\n"
+        << "hint: this is a bug in verlctl; please report it with the command line\n";
+    return static_cast<int>(ExitCode::kFailure);
+  }
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  return run(args, std::cout, std::cerr);
+}
+
+}  // namespace verl::cli

@@ -1,0 +1,39 @@
+// The command tree. build_app() registers every command on a CLI11 App; run() parses argv,
+// runs the chosen command and turns every verl::Error into its message, hint and exit code.
+// Commands write data to ctx.out (stdout) and diagnostics to ctx.err (stderr), so tests can
+// run them in-process with string streams.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace verl::cli {
+
+enum class OutputFormat { kText, kJson };
+
+struct Context {
+  OutputFormat output = OutputFormat::kText;
+  std::string output_name = "text";
+  std::string log_level = "info";
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+  int exit_code = 0;  // a command that succeeds with a non-zero status (lint --strict) sets it
+};
+
+std::unique_ptr<CLI::App> build_app(Context& ctx);
+
+// Runs verlctl with args (args[0] is the program name). Returns the process exit code.
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int run(int argc, char** argv);
+
+// One registration function per command file (cli/cmd_<name>.cc).
+void register_version(CLI::App& app, Context& ctx);
+void register_help(CLI::App& app, Context& ctx);
+void register_config(CLI::App& app, Context& ctx);
+void register_train(CLI::App& app, Context& ctx);
+
+}  // namespace verl::cli

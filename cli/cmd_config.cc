@@ -1,0 +1,93 @@
+// `verlctl config show|validate|lint`: resolve a job config or cluster spec the way every
+// other command will (defaults <- file <- overrides), and print it, check it, or advise on it.
+#include "cli/app.h"
+#include "cli/output.h"
+#include "common/config.h"
+#include "common/error.h"
+
+namespace verl::cli {
+namespace {
+
+struct ConfigArgs {
+  std::string file;
+  std::string kind = "job";
+  std::vector<std::string> overrides;
+  std::string cluster_file;
+  double gpu_memory_gib = 80;
+  bool strict = false;
+};
+
+config::Kind kind_of(const ConfigArgs& a) { return a.kind == "cluster" ? config::Kind::kCluster : config::Kind::kJob; }
+
+nlohmann::ordered_json issues_json(const std::vector<config::Issue>& issues) {
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (const auto& i : issues) {
+    arr.push_back({{"severity", i.severity == config::Severity::kError ? "error" : "warning"},
+                   {"path", i.path},
+                   {"message", i.message},
+                   {"hint", i.hint},
+                   {"where", i.where.str()}});
+  }
+  return arr;
+}
+
+void add_common(CLI::App* cmd, ConfigArgs& a) {
+  cmd->add_option("-f,--file", a.file, "YAML file to read (default: the embedded default)")->check(CLI::ExistingFile);
+  cmd->add_option("--kind", a.kind, "What the file is: job (job config) or cluster (cluster spec)")
+      ->check(CLI::IsMember({"job", "cluster"}))
+      ->default_str("job");
+  cmd->add_option("overrides", a.overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
+}
+
+}  // namespace
+
+void register_config(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("config", "Show, validate or lint a job config or cluster spec");
+  cmd->require_subcommand(1);
+  auto args = std::make_shared<ConfigArgs>();
+
+  auto* show = cmd->add_subcommand("show", "Print the resolved config: defaults, file and overrides merged");
+  add_common(show, *args);
+  show->callback([&ctx, args] {
+    auto value = config::load(kind_of(*args), args->file, args->overrides);
+    if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, value);
+    else *ctx.out << config::to_yaml(value);
+  });
+
+  auto* validate = cmd->add_subcommand("validate", "Check a config and report every problem with its key path");
+  add_common(validate, *args);
+  validate->callback([&ctx, args] {
+    const auto kind = kind_of(*args);
+    auto doc = config::resolve(kind, args->file, args->overrides);
+    const std::string what = args->file.empty() ? "the default " + std::string(config::kind_name(kind)) : args->file;
+    if (ctx.output == OutputFormat::kJson) {
+      print_json(*ctx.out, {{"valid", doc.ok()}, {"file", args->file}, {"issues", issues_json(doc.issues)}});
+      if (!doc.ok()) ctx.exit_code = static_cast<int>(ExitCode::kInvalidConfig);
+      return;
+    }
+    if (!doc.ok()) config::load(kind, args->file, args->overrides);  // throws with every issue
+    *ctx.out << what << ": valid " << config::kind_name(kind) << "\n";
+  });
+
+  auto* lint = cmd->add_subcommand("lint", "Advise on a job config for scale-out (warnings with reasons)");
+  add_common(lint, *args);
+  lint->add_option("--cluster", args->cluster_file, "Cluster spec the job will run on (its env is checked too)")
+      ->check(CLI::ExistingFile);
+  lint->add_option("--gpu-memory-gib", args->gpu_memory_gib, "Memory of one GPU, for the offload advice")
+      ->check(CLI::PositiveNumber)
+      ->default_str("80");
+  lint->add_flag("--strict", args->strict, "Exit 5 when there is any warning");
+  lint->callback([&ctx, args] {
+    if (args->kind != "job") throw Error(ExitCode::kUsage, "config lint advises on job configs only", "drop --kind cluster; pass the spec with --cluster");
+    auto job = config::load_job(args->file, args->overrides);
+    config::Json cluster;
+    if (!args->cluster_file.empty()) cluster = config::load_cluster(args->cluster_file, {});
+    auto warnings = config::lint_job(job, args->cluster_file.empty() ? nullptr : &cluster, args->gpu_memory_gib);
+    if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, {{"warnings", issues_json(warnings)}});
+    else if (warnings.empty()) *ctx.out << "no warnings\n";
+    else *ctx.out << config::format_issues(warnings);
+    if (args->strict && !warnings.empty()) ctx.exit_code = static_cast<int>(ExitCode::kCheckFailed);
+  });
+}
+
+}  // namespace verl::cli

@@ -1,0 +1,18 @@
+// Output of data on stdout: one table printer and one JSON printer, so that every listing
+// command can answer `-o json` the same way.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace verl::cli {
+
+// Prints rows under a header, columns padded to their widest cell.
+void print_table(std::ostream& out, const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows);
+
+void print_json(std::ostream& out, const nlohmann::ordered_json& value);
+
+}  // namespace verl::cli

@@ -1,0 +1,679 @@
+#include "common/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/config_schema.h"
+#include "common/embedded.h"
+#include "common/error.h"
+
+namespace verl::config {
+
+using schema::Type;
+
+const char* kind_name(Kind kind) { return kind == Kind::kJob ? "job config" : "cluster spec"; }
+
+std::string Location::str() const {
+  if (file.empty()) return "command line";
+  if (line == 0) return file;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+bool Document::ok() const {
+  return std::none_of(issues.begin(), issues.end(),
+                      [](const Issue& i) { return i.severity == Severity::kError; });
+}
+
+namespace {
+
+std::string join(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : path) {
+    if (c == '.') {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(cur);
+  return parts;
+}
+
+// ---- YAML -> Json, guided by the schema ------------------------------------------------------
+
+struct Builder {
+  Kind kind;
+  std::vector<Issue>* issues;
+  std::map<std::string, Location>* locations;
+
+  void error(const std::string& path, std::string message, std::string hint, Location where) {
+    issues->push_back({Severity::kError, path, std::move(message), std::move(hint), std::move(where)});
+  }
+};
+
+Location mark_location(const std::string& file, const YAML::Mark& m) {
+  if (file.empty() || m.line < 0) return {file, 0, 0};
+  return {file, m.line + 1, m.column + 1};
+}
+
+bool is_null_text(const std::string& s) { return s == "null" || s == "~" || s == "Null" || s == "NULL"; }
+
+std::optional<bool> parse_bool(const std::string& s) {
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  return std::nullopt;
+}
+
+std::optional<long long> parse_int(const std::string& s) {
+  static const std::regex kInt(R"([-+]?[0-9]+)");
+  if (!std::regex_match(s, kInt)) return std::nullopt;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), nullptr, 10);
+  if (errno == ERANGE) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_float(const std::string& s) {
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (s == ".inf" || s == "+.inf") return HUGE_VAL;
+  if (s == "-.inf") return -HUGE_VAL;
+  if (!std::regex_match(s, kFloat)) return std::nullopt;
+  return std::strtod(s.c_str(), nullptr);
+}
+
+// A scalar with no schema to guide it: YAML 1.2 core schema inference.
+Json infer_scalar(const YAML::Node& node) {
+  const std::string& s = node.Scalar();
+  if (node.Tag() == "!") return s;  // quoted: always a string
+  if (is_null_text(s) || s.empty()) return nullptr;
+  if (auto b = parse_bool(s)) return *b;
+  if (auto i = parse_int(s)) return *i;
+  if (auto f = parse_float(s)) return *f;
+  return s;
+}
+
+Json infer(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Scalar:
+      return infer_scalar(node);
+    case YAML::NodeType::Sequence: {
+      Json a = Json::array();
+      for (const auto& e : node) a.push_back(infer(e));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      Json o = Json::object();
+      for (const auto& kv : node) o[kv.first.Scalar()] = infer(kv.second);
+      return o;
+    }
+  }
+  return nullptr;
+}
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
+    default: return "null";
+  }
+}
+
+Type type_of_default(const Json& d) {
+  if (d.is_boolean()) return Type::kBool;
+  if (d.is_number_integer()) return Type::kInt;
+  if (d.is_number_float()) return Type::kFloat;
+  if (d.is_string()) return Type::kString;
+  if (d.is_array()) return Type::kList;
+  if (d.is_object()) return d.empty() ? Type::kFreeMap : Type::kMap;
+  return Type::kAny;
+}
+
+struct KeyInfo {
+  Type type = Type::kAny;
+  bool nullable = false;
+  const schema::Rule* rule = nullptr;
+};
+
+KeyInfo key_info(Kind kind, const std::string& path, const Json* dflt) {
+  KeyInfo k;
+  k.rule = schema::find_rule(kind, path);
+  if (dflt) {
+    k.type = type_of_default(*dflt);
+    k.nullable = dflt->is_null();
+  }
+  if (k.rule) {
+    if (k.rule->type) k.type = *k.rule->type;
+    k.nullable = k.nullable || k.rule->nullable;
+  }
+  return k;
+}
+
+// Converts a scalar for a known type; nullopt (and an issue) when it does not fit.
+std::optional<Json> convert_scalar(Builder& b, const std::string& path, const YAML::Node& node,
+                                   Type type, bool nullable, const Location& where) {
+  const std::string& s = node.Scalar();
+  const bool plain = node.Tag() != "!";
+  if (plain && (is_null_text(s) || s.empty()) && type != Type::kString) {
+    if (nullable || type == Type::kAny) return Json(nullptr);
+    b.error(path, "must not be null: expected " + std::string(schema::type_name(type)),
+            "set a value, or remove the key to keep the default", where);
+    return std::nullopt;
+  }
+  if (plain && is_null_text(s) && nullable) return Json(nullptr);
+  auto fail = [&]() -> std::optional<Json> {
+    b.error(path, "expected " + std::string(schema::type_name(type)) + ", got " + describe(node),
+            "", where);
+    return std::nullopt;
+  };
+  switch (type) {
+    case Type::kAny: return infer_scalar(node);
+    case Type::kString:
+    case Type::kStrings: return Json(s);
+    case Type::kBool:
+      if (auto v = parse_bool(s); v && plain) return Json(*v);
+      return fail();
+    case Type::kInt:
+      if (auto v = parse_int(s); v && plain) return Json(*v);
+      if (auto f = parse_float(s); f && plain && std::floor(*f) == *f && std::fabs(*f) < 9e15)
+        return Json(static_cast<long long>(*f));  // 1e3 is an integer
+      return fail();
+    case Type::kFloat:
+      if (auto v = parse_float(s); v && plain) return Json(*v);
+      return fail();
+    default: return fail();
+  }
+}
+
+std::string closest(const std::vector<std::string>& candidates, const std::string& word);
+
+// Merges `node` into `target` (which holds the default or an earlier layer) at `path`.
+void merge(Builder& b, Json& target, const YAML::Node& node, const std::string& path,
+           const Json* dflt, const std::string& file);
+
+void merge_map(Builder& b, Json& target, const YAML::Node& node, const std::string& path,
+               const Json* dflt, const std::string& file, bool free_keys) {
+  if (!target.is_object()) target = Json::object();
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    const std::string child = join(path, key);
+    const Location where = mark_location(file, kv.first.Mark());
+    (*b.locations)[child] = where;
+    const Json* child_default = (dflt && dflt->is_object() && dflt->contains(key)) ? &(*dflt)[key] : nullptr;
+    if (!child_default && !free_keys) {
+      std::vector<std::string> siblings;
+      if (dflt && dflt->is_object())
+        for (auto it = dflt->begin(); it != dflt->end(); ++it) siblings.push_back(join(path, it.key()));
+      std::string guess = closest(siblings, child);
+      if (guess.empty()) {
+        // Maybe the key lives elsewhere: trainer.train_batch_size -> data.train_batch_size.
+        std::vector<std::string> all;
+        std::function<void(const Json&, const std::string&)> walk = [&](const Json& j, const std::string& p) {
+          if (!j.is_object()) return;
+          for (auto it = j.begin(); it != j.end(); ++it) {
+            all.push_back(join(p, it.key()));
+            walk(it.value(), join(p, it.key()));
+          }
+        };
+        walk(defaults(b.kind), "");
+        for (const auto& a : all)
+          if (split_path(a).back() == key) { guess = a; break; }
+        if (guess.empty()) guess = closest(all, child);
+      }
+      b.error(child, "unknown key in " + std::string(kind_name(b.kind)),
+              guess.empty() ? "to add a key the schema lacks, use +" + child + "=VALUE on the command line"
+                            : "did you mean '" + guess + "'?",
+              where);
+      continue;
+    }
+    if (free_keys && !kv.second.IsScalar() && !kv.second.IsNull()) {
+      b.error(child, "expected a scalar value, got " + describe(kv.second), "", where);
+      continue;
+    }
+    Json& slot = target[key];
+    merge(b, slot, kv.second, child, child_default, file);
+  }
+}
+
+void merge(Builder& b, Json& target, const YAML::Node& node, const std::string& path,
+           const Json* dflt, const std::string& file) {
+  const KeyInfo k = key_info(b.kind, path, dflt);
+  const Location where = b.locations->count(path) ? (*b.locations)[path] : mark_location(file, node.Mark());
+  if (node.IsNull()) {
+    if (k.nullable || k.type == Type::kAny || k.type == Type::kFreeMap || k.type == Type::kList ||
+        k.type == Type::kObjects) {
+      target = (k.type == Type::kFreeMap) ? Json::object()
+               : (k.type == Type::kList || k.type == Type::kObjects) && !k.nullable ? Json::array()
+                                                                                    : Json(nullptr);
+    } else {
+      b.error(path, "must not be null: expected " + std::string(schema::type_name(k.type)),
+              "set a value, or remove the key to keep the default", where);
+    }
+    return;
+  }
+  switch (k.type) {
+    case Type::kMap:
+    case Type::kFreeMap:
+      if (!node.IsMap()) {
+        b.error(path, "expected a mapping, got " + describe(node), "", where);
+        return;
+      }
+      merge_map(b, target, node, path, dflt, file, k.type == Type::kFreeMap);
+      return;
+    case Type::kList:
+    case Type::kStrings:
+    case Type::kObjects: {
+      if (node.IsScalar() && k.type == Type::kStrings) {
+        target = node.Scalar();
+        return;
+      }
+      if (!node.IsSequence()) {
+        b.error(path, "expected " + std::string(schema::type_name(k.type)) + ", got " + describe(node), "", where);
+        return;
+      }
+      Json out = Json::array();
+      int i = 0;
+      for (const auto& e : node) {
+        const std::string ep = path + "[" + std::to_string(i++) + "]";
+        const Location ew = mark_location(file, e.Mark());
+        if (k.type == Type::kObjects) {
+          if (!e.IsMap()) {
+            b.error(ep, "expected a mapping, got " + describe(e), "", ew);
+            continue;
+          }
+          Json item = k.rule ? k.rule->item : Json::object();
+          const Json item_default = item;
+          merge_map(b, item, e, ep, &item_default, file, /*free_keys=*/false);
+          if (k.rule)
+            for (const auto& req : k.rule->required)
+              if (item[req].is_null())
+                b.error(ep + "." + req, "missing required key", "each entry of " + path + " needs '" + req + "'", ew);
+          out.push_back(item);
+          continue;
+        }
+        if (!e.IsScalar()) {
+          b.error(ep, "expected a scalar, got " + describe(e), "", ew);
+          continue;
+        }
+        Type et = k.type == Type::kStrings ? Type::kString : (k.rule ? k.rule->element : Type::kAny);
+        if (et == Type::kAny && dflt && dflt->is_array() && !dflt->empty()) et = type_of_default((*dflt)[0]);
+        if (auto v = convert_scalar(b, ep, e, et, false, ew)) out.push_back(*v);
+      }
+      target = out;
+      return;
+    }
+    default:
+      if (!node.IsScalar()) {
+        if (k.type == Type::kAny) {
+          target = infer(node);
+          return;
+        }
+        b.error(path, "expected " + std::string(schema::type_name(k.type)) + ", got " + describe(node), "", where);
+        return;
+      }
+      if (auto v = convert_scalar(b, path, node, k.type, k.nullable, where)) target = *v;
+  }
+}
+
+// ---- did you mean --------------------------------------------------------------------------
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string closest(const std::vector<std::string>& candidates, const std::string& word) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, split_path(word).back().size() / 3) + 1;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(c, word);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+// ---- overrides -----------------------------------------------------------------------------
+
+struct Override {
+  enum class Op { kSet, kAdd, kRemove } op = Op::kSet;
+  std::string path;
+  std::string value;
+  std::string text;
+};
+
+std::optional<Override> parse_override(const std::string& arg, std::vector<Issue>& issues) {
+  Override o;
+  o.text = arg;
+  std::string s = arg;
+  if (!s.empty() && s[0] == '+') {
+    o.op = Override::Op::kAdd;
+    s = s.substr(s.size() > 1 && s[1] == '+' ? 2 : 1);
+  } else if (!s.empty() && s[0] == '~') {
+    o.op = Override::Op::kRemove;
+    s = s.substr(1);
+  }
+  auto eq = s.find('=');
+  if (eq == std::string::npos && o.op != Override::Op::kRemove) {
+    issues.push_back({Severity::kError, s, "override '" + arg + "' has no '='",
+                      "write overrides as key.path=value, +new.key=value or ~key.path", {}});
+    return std::nullopt;
+  }
+  o.path = s.substr(0, eq);
+  if (eq != std::string::npos) o.value = s.substr(eq + 1);
+  static const std::regex kPath(R"([A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z_0-9][A-Za-z0-9_\-]*)*)");
+  if (!std::regex_match(o.path, kPath)) {
+    issues.push_back({Severity::kError, o.path, "override '" + arg + "': '" + o.path + "' is not a dotted key path",
+                      "write overrides as key.path=value", {}});
+    return std::nullopt;
+  }
+  return o;
+}
+
+void apply_override(Builder& b, Json& root, const Override& o) {
+  const auto parts = split_path(o.path);
+  const Location where{};
+  const Json& dflt_root = defaults(b.kind);
+  // Walk the schema alongside the tree to know whether the key exists there.
+  const Json* dflt = &dflt_root;
+  Json* node = &root;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    dflt = (dflt && dflt->is_object() && dflt->contains(parts[i])) ? &(*dflt)[parts[i]] : nullptr;
+    if (!node->is_object()) {
+      b.error(o.path, "override '" + o.text + "': '" + parts[i] + "' is not a mapping", "", where);
+      return;
+    }
+    if (!node->contains(parts[i])) {
+      if (o.op != Override::Op::kAdd) break;
+      (*node)[parts[i]] = Json::object();
+    }
+    node = &(*node)[parts[i]];
+  }
+  const std::string& leaf = parts.back();
+  const bool in_tree = node->is_object() && node->contains(leaf);
+  if (o.op == Override::Op::kRemove) {
+    if (!in_tree) {
+      b.error(o.path, "override '" + o.text + "': no such key to remove", "", where);
+      return;
+    }
+    node->erase(leaf);
+    return;
+  }
+  if (o.op == Override::Op::kSet && !in_tree) {
+    std::vector<std::string> all;
+    std::function<void(const Json&, const std::string&)> walk = [&](const Json& j, const std::string& p) {
+      if (!j.is_object()) return;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        all.push_back(join(p, it.key()));
+        walk(it.value(), join(p, it.key()));
+      }
+    };
+    walk(dflt_root, "");
+    std::string guess = closest(all, o.path);
+    if (guess.empty())
+      for (const auto& a : all)
+        if (split_path(a).back() == leaf) { guess = a; break; }
+    b.error(o.path, "override '" + o.text + "': unknown key in " + kind_name(b.kind),
+            guess.empty() ? "use +" + o.path + "=" + o.value + " to add a key the schema lacks"
+                          : "did you mean '" + guess + "'? (or +" + o.path + "=... to add a new key)",
+            where);
+    return;
+  }
+  if (!node->is_object()) {
+    b.error(o.path, "override '" + o.text + "': parent is not a mapping", "", where);
+    return;
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(o.value);
+  } catch (const YAML::Exception& e) {
+    b.error(o.path, "override '" + o.text + "': value is not valid YAML: " + e.msg,
+            "quote lists for the shell: key='[a,b]'", where);
+    return;
+  }
+  const Json* leaf_default = (dflt && dflt->is_object() && dflt->contains(leaf)) ? &(*dflt)[leaf] : nullptr;
+  (*b.locations)[o.path] = where;
+  if (o.op == Override::Op::kAdd && !leaf_default) {
+    (*node)[leaf] = infer(value);
+    return;
+  }
+  Json& slot = (*node)[leaf];
+  if (slot.is_object() && value.IsMap()) {
+    merge(b, slot, value, o.path, leaf_default, "");
+  } else {
+    Json fresh = slot.is_object() ? Json::object() : slot;
+    merge(b, fresh, value, o.path, leaf_default, "");
+    if (b.issues->empty() || b.issues->back().path != o.path) slot = fresh;
+  }
+}
+
+// ---- interpolation -------------------------------------------------------------------------
+
+std::string scalar_text(const Json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_null()) return "null";
+  return j.dump();
+}
+
+void interpolate(const Json& root, Json& node, const std::string& path,
+                 const std::map<std::string, Location>& where, std::vector<Issue>& issues) {
+  if (node.is_object()) {
+    for (auto it = node.begin(); it != node.end(); ++it) interpolate(root, it.value(), join(path, it.key()), where, issues);
+    return;
+  }
+  if (node.is_array()) {
+    for (auto& e : node) interpolate(root, e, path, where, issues);
+    return;
+  }
+  if (!node.is_string()) return;
+  static const std::regex kRef(R"(\$\{([A-Za-z0-9_.\-]+)\})");
+  std::string s = node.get<std::string>();
+  for (int depth = 0; depth < 10 && s.find("${") != std::string::npos; ++depth) {
+    std::smatch m;
+    std::string out;
+    auto begin = s.cbegin();
+    bool bad = false;
+    while (std::regex_search(begin, s.cend(), m, kRef)) {
+      out.append(begin, m[0].first);
+      const Json* ref = find(root, m[1].str());
+      if (!ref || ref->is_object() || ref->is_array()) {
+        auto w = where.find(path);
+        issues.push_back({Severity::kError, path, "'${" + m[1].str() + "}' does not name a scalar key",
+                          "references look like ${trainer.project_name}", w == where.end() ? Location{} : w->second});
+        bad = true;
+        break;
+      }
+      out += scalar_text(*ref);
+      begin = m[0].second;
+    }
+    if (bad) return;
+    out.append(begin, s.cend());
+    s = out;
+  }
+  node = s;
+}
+
+// ---- per-key rules -------------------------------------------------------------------------
+
+void check_rules(Kind kind, const Json& node, const std::string& path,
+                 const std::map<std::string, Location>& where, std::vector<Issue>& issues) {
+  if (node.is_object()) {
+    for (auto it = node.begin(); it != node.end(); ++it)
+      check_rules(kind, it.value(), join(path, it.key()), where, issues);
+    return;
+  }
+  const schema::Rule* r = schema::find_rule(kind, path);
+  if (!r) return;
+  auto loc = [&] {
+    auto w = where.find(path);
+    return w == where.end() ? Location{} : w->second;
+  };
+  if (node.is_number()) {
+    const double v = node.get<double>();
+    if ((r->min && v < *r->min) || (r->max && v > *r->max)) {
+      std::ostringstream range;
+      range << "[" << (r->min ? std::to_string(*r->min) : "-inf") << ", "
+            << (r->max ? std::to_string(*r->max) : "inf") << "]";
+      auto trim = [](std::string s) {
+        std::regex z(R"(\.0+\b|(\.[0-9]*?)0+\b)");
+        return std::regex_replace(s, z, "$1");
+      };
+      issues.push_back({Severity::kError, path, "value " + scalar_text(node) + " is out of range " + trim(range.str()), "", loc()});
+    }
+  }
+  if (node.is_string() && !r->choices.empty() &&
+      std::find(r->choices.begin(), r->choices.end(), node.get<std::string>()) == r->choices.end()) {
+    std::string list;
+    for (const auto& c : r->choices) list += (list.empty() ? "" : ", ") + c;
+    std::string guess = closest(r->choices, node.get<std::string>());
+    issues.push_back({Severity::kError, path, "'" + node.get<std::string>() + "' is not one of: " + list,
+                      guess.empty() ? "" : "did you mean '" + guess + "'?", loc()});
+  }
+}
+
+YAML::Node to_yaml_node(const Json& j) {
+  YAML::Node n;
+  if (j.is_object()) {
+    n = YAML::Node(YAML::NodeType::Map);
+    for (auto it = j.begin(); it != j.end(); ++it) n[it.key()] = to_yaml_node(it.value());
+  } else if (j.is_array()) {
+    n = YAML::Node(YAML::NodeType::Sequence);
+    for (const auto& e : j) n.push_back(to_yaml_node(e));
+  } else if (j.is_null()) {
+    n = YAML::Node(YAML::NodeType::Null);
+  } else if (j.is_string()) {
+    n = j.get<std::string>();
+  } else {
+    n = j.dump();
+  }
+  return n;
+}
+
+Json parse_embedded(const char* name) {
+  const embedded::File* f = embedded::find(name);
+  if (!f) throw Error(ExitCode::kFailure, std::string("embedded template ") + name + " is missing", "rebuild verlctl");
+  YAML::Node node = YAML::Load(std::string(f->view()));
+  return infer(node);
+}
+
+}  // namespace
+
+const Json& defaults(Kind kind) {
+  static const Json kJob = parse_embedded("job.yaml");
+  static const Json kCluster = parse_embedded("cluster.yaml");
+  return kind == Kind::kJob ? kJob : kCluster;
+}
+
+const Json* find(const Json& root, std::string_view path) {
+  const Json* node = &root;
+  for (const auto& part : split_path(path)) {
+    if (!node->is_object() || !node->contains(part)) return nullptr;
+    node = &(*node)[part];
+  }
+  return node;
+}
+
+Document resolve(Kind kind, const std::string& file, const std::vector<std::string>& overrides) {
+  Document doc;
+  doc.value = defaults(kind);
+  Builder b{kind, &doc.issues, &doc.locations};
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) {
+      throw Error(ExitCode::kInvalidConfig, "cannot read " + std::string(kind_name(kind)) + " '" + file + "'",
+                  "check the path given with -f");
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      YAML::Node node = YAML::Load(text.str());
+      if (!node.IsNull()) {
+        if (!node.IsMap()) {
+          b.error("", "the document must be a mapping of keys, got " + describe(node), "see 'verlctl config show' for the shape",
+                  mark_location(file, node.Mark()));
+        } else {
+          const Json& d = defaults(kind);
+          merge_map(b, doc.value, node, "", &d, file, /*free_keys=*/false);
+        }
+      }
+    } catch (const YAML::Exception& e) {
+      doc.issues.push_back({Severity::kError, "", "YAML syntax error: " + e.msg,
+                            "check indentation and quoting near that position", mark_location(file, e.mark)});
+      return doc;
+    }
+  }
+  std::vector<Override> parsed;
+  for (const auto& arg : overrides)
+    if (auto o = parse_override(arg, doc.issues)) apply_override(b, doc.value, *o);
+  Json snapshot = doc.value;
+  interpolate(snapshot, doc.value, "", doc.locations, doc.issues);
+  check_rules(kind, doc.value, "", doc.locations, doc.issues);
+  if (doc.ok()) schema::check_consistency(kind, doc.value, doc.locations, doc.issues);
+  return doc;
+}
+
+std::string format_issues(const std::vector<Issue>& issues) {
+  std::ostringstream out;
+  for (const auto& i : issues) {
+    out << (i.severity == Severity::kError ? "error: " : "warning: ");
+    if (!i.path.empty()) out << i.path << ": ";
+    out << i.message;
+    if (!i.where.file.empty() || i.where.line) out << " (" << i.where.str() << ")";
+    else if (!i.path.empty() && i.where.file.empty() && i.severity == Severity::kError && i.message.rfind("override", 0) == 0)
+      out << " (command line)";
+    out << "\n";
+    if (!i.hint.empty()) out << "  hint: " << i.hint << "\n";
+  }
+  return out.str();
+}
+
+Json load(Kind kind, const std::string& file, const std::vector<std::string>& overrides) {
+  Document doc = resolve(kind, file, overrides);
+  if (!doc.ok()) {
+    size_t n = std::count_if(doc.issues.begin(), doc.issues.end(),
+                             [](const Issue& i) { return i.severity == Severity::kError; });
+    std::string where = file.empty() ? "the command line" : "'" + file + "'";
+    throw Error(ExitCode::kInvalidConfig,
+                std::to_string(n) + " problem" + (n == 1 ? "" : "s") + " in the " + kind_name(kind) + " from " +
+                    where + ":\n" + format_issues(doc.issues),
+                "fix the keys named above; 'verlctl config show' prints every key with its default");
+  }
+  return doc.value;
+}
+
+Json default_job() { return load(Kind::kJob, "", {}); }
+
+std::string to_yaml(const Json& value) {
+  YAML::Emitter out;
+  out.SetNullFormat(YAML::LowerNull);
+  out << to_yaml_node(value);
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace verl::config

@@ -1,0 +1,284 @@
+#include "common/config_schema.h"
+
+#include <algorithm>
+#include <map>
+
+namespace verl::config::schema {
+
+const char* type_name(Type type) {
+  switch (type) {
+    case Type::kAny: return "a scalar";
+    case Type::kBool: return "a boolean (true/false)";
+    case Type::kInt: return "an integer";
+    case Type::kFloat: return "a number";
+    case Type::kString: return "a string";
+    case Type::kStrings: return "a string or a list of strings";
+    case Type::kList: return "a list";
+    case Type::kMap: return "a mapping";
+    case Type::kFreeMap: return "a mapping";
+    case Type::kObjects: return "a list of mappings";
+  }
+  return "a value";
+}
+
+namespace {
+
+Rule positive(const std::string& path) { Rule r; r.path = path; r.min = 1; return r; }
+Rule range(const std::string& path, double lo, double hi) { Rule r; r.path = path; r.min = lo; r.max = hi; return r; }
+Rule at_least(const std::string& path, double lo) { Rule r; r.path = path; r.min = lo; return r; }
+Rule choice(const std::string& path, std::vector<std::string> c) { Rule r; r.path = path; r.choices = std::move(c); return r; }
+Rule nullable(const std::string& path, Type t, std::optional<double> lo = std::nullopt) {
+  Rule r; r.path = path; r.type = t; r.nullable = true; r.min = lo; return r;
+}
+Rule list_of(const std::string& path, Type element) { Rule r; r.path = path; r.type = Type::kList; r.element = element; return r; }
+
+const std::vector<std::string> kDevices = {"auto", "cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3",
+                                           "cuda:4", "cuda:5", "cuda:6", "cuda:7"};
+const std::vector<std::string> kLossAgg = {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
+                                           "seq-mean-token-sum-norm"};
+
+std::vector<Rule> job_rules() {
+  std::vector<Rule> r = {
+      nullable("data.train_files", Type::kStrings),
+      nullable("data.val_files", Type::kStrings),
+      positive("data.max_prompt_length"),
+      positive("data.max_response_length"),
+      positive("data.train_batch_size"),
+      positive("data.val_batch_size"),
+      choice("data.builtin.task", {"arithmetic", "countdown"}),
+      positive("data.builtin.train_size"),
+      positive("data.builtin.val_size"),
+      range("data.builtin.digits", 1, 6),
+      nullable("actor_rollout_ref.model.path", Type::kString),
+      choice("actor_rollout_ref.model.dtype", {"float32", "bfloat16"}),
+      positive("actor_rollout_ref.model.hidden_size"),
+      positive("actor_rollout_ref.model.intermediate_size"),
+      positive("actor_rollout_ref.model.num_hidden_layers"),
+      positive("actor_rollout_ref.model.num_attention_heads"),
+      positive("actor_rollout_ref.model.num_key_value_heads"),
+      positive("actor_rollout_ref.model.max_position_embeddings"),
+      choice("actor_rollout_ref.actor.device", kDevices),
+      positive("actor_rollout_ref.actor.ppo_mini_batch_size"),
+      positive("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+      positive("actor_rollout_ref.actor.ppo_epochs"),
+      range("actor_rollout_ref.actor.clip_ratio", 0, 10),
+      range("actor_rollout_ref.actor.clip_ratio_low", 0, 10),
+      range("actor_rollout_ref.actor.clip_ratio_high", 0, 10),
+      at_least("actor_rollout_ref.actor.clip_ratio_c", 1),
+      choice("actor_rollout_ref.actor.loss_agg_mode", kLossAgg),
+      at_least("actor_rollout_ref.actor.entropy_coeff", 0),
+      at_least("actor_rollout_ref.actor.kl_loss_coef", 0),
+      choice("actor_rollout_ref.actor.kl_loss_type", {"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"}),
+      at_least("actor_rollout_ref.actor.grad_clip", 0),
+      range("actor_rollout_ref.actor.optim.lr", 0, 1),
+      at_least("actor_rollout_ref.actor.optim.lr_warmup_steps", -1),
+      range("actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", 0, 1),
+      at_least("actor_rollout_ref.actor.optim.weight_decay", 0),
+      list_of("actor_rollout_ref.actor.optim.betas", Type::kFloat),
+      choice("actor_rollout_ref.rollout.name", {"native"}),
+      positive("actor_rollout_ref.rollout.n"),
+      at_least("actor_rollout_ref.rollout.temperature", 0),
+      at_least("actor_rollout_ref.rollout.top_k", -1),
+      range("actor_rollout_ref.rollout.top_p", 0, 1),
+      range("actor_rollout_ref.rollout.gpu_memory_utilization", 0, 1),
+      positive("actor_rollout_ref.rollout.tensor_model_parallel_size"),
+      positive("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"),
+      at_least("actor_rollout_ref.rollout.val_kwargs.temperature", 0),
+      at_least("actor_rollout_ref.rollout.val_kwargs.top_k", -1),
+      range("actor_rollout_ref.rollout.val_kwargs.top_p", 0, 1),
+      positive("actor_rollout_ref.rollout.val_kwargs.n"),
+      choice("actor_rollout_ref.ref.device", kDevices),
+      positive("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"),
+      choice("critic.device", kDevices),
+      positive("critic.ppo_mini_batch_size"),
+      positive("critic.ppo_micro_batch_size_per_gpu"),
+      positive("critic.ppo_epochs"),
+      at_least("critic.cliprange_value", 0),
+      choice("critic.loss_agg_mode", kLossAgg),
+      at_least("critic.grad_clip", 0),
+      range("critic.optim.lr", 0, 1),
+      at_least("critic.optim.lr_warmup_steps", -1),
+      range("critic.optim.lr_warmup_steps_ratio", 0, 1),
+      at_least("critic.optim.weight_decay", 0),
+      list_of("critic.optim.betas", Type::kFloat),
+      choice("algorithm.adv_estimator", {"gae", "grpo", "rloo", "reinforce_plus_plus"}),
+      range("algorithm.gamma", 0, 1),
+      range("algorithm.lam", 0, 1),
+      choice("algorithm.kl_penalty", {"kl", "abs", "mse", "low_var_kl"}),
+      choice("algorithm.kl_ctrl.type", {"fixed", "adaptive"}),
+      at_least("algorithm.kl_ctrl.kl_coef", 0),
+      positive("algorithm.kl_ctrl.horizon"),
+      at_least("algorithm.kl_ctrl.target_kl", 0),
+      list_of("trainer.logger", Type::kString),
+      positive("trainer.nnodes"),
+      positive("trainer.n_gpus_per_node"),
+      choice("trainer.device", {"auto", "cpu", "cuda"}),
+      positive("trainer.total_epochs"),
+      nullable("trainer.total_training_steps", Type::kInt, 1),
+      at_least("trainer.sft_warmup_steps", 0),
+      at_least("trainer.critic_warmup", 0),
+      at_least("trainer.test_freq", -1),
+      at_least("trainer.save_freq", -1),
+      choice("trainer.resume_mode", {"auto", "disable", "resume_path"}),
+      nullable("trainer.resume_from_path", Type::kString),
+      nullable("trainer.metrics_file", Type::kString),
+  };
+  return r;
+}
+
+std::vector<Rule> cluster_rules() {
+  Rule nodes;
+  nodes.path = "nodes";
+  nodes.type = Type::kObjects;
+  nodes.item = Json{{"host", nullptr}, {"port", 22}, {"user", nullptr}, {"gpus", 0}};
+  nodes.required = {"host"};
+  return {
+      choice("backend", {"local", "ssh", "slurm"}),
+      range("head.dashboard_port", 1, 65535),
+      range("head.store_port", 1, 65535),
+      nodes,
+      range("nodes[].port", 1, 65535),
+      nullable("nodes[].user", Type::kString),
+      at_least("nodes[].gpus", 0),
+      nullable("ssh.user", Type::kString),
+      range("ssh.port", 1, 65535),
+      nullable("ssh.identity_file", Type::kString),
+      range("ssh.connect_timeout_s", 1, 3600),
+      range("ssh.command_timeout_s", 1, 86400),
+      range("ssh.keepalive_s", 0, 3600),
+      positive("slurm.nodes"),
+      at_least("slurm.gpus_per_node", 0),
+      positive("slurm.cpus_per_task"),
+      nullable("slurm.partition", Type::kString),
+      nullable("slurm.account", Type::kString),
+      choice("container.runtime", {"none", "docker", "podman", "apptainer", "pyxis"}),
+      nullable("container.image", Type::kString),
+      list_of("container.mounts", Type::kString),
+      at_least("probes.min_busbw_gbps", 0),
+      at_least("probes.min_tcp_gbps", 0),
+      at_least("probes.max_clock_offset_ms", 0),
+      at_least("probes.min_shm_gib", 0),
+      at_least("probes.min_free_disk_gib", 0),
+  };
+}
+
+std::string normalise(const std::string& path) {
+  // nodes[3].port -> nodes[].port: list items share one rule.
+  std::string out;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '[') {
+      out += "[]";
+      while (i < path.size() && path[i] != ']') ++i;
+    } else {
+      out += path[i];
+    }
+  }
+  return out;
+}
+
+long long geti(const Json& root, const char* path) {
+  const Json* j = find(root, path);
+  return j && j->is_number() ? j->get<long long>() : 0;
+}
+
+}  // namespace
+
+const Rule* find_rule(Kind kind, const std::string& path) {
+  static const std::map<std::string, Rule> kJob = [] {
+    std::map<std::string, Rule> m;
+    for (auto& r : job_rules()) m[r.path] = r;
+    return m;
+  }();
+  static const std::map<std::string, Rule> kCluster = [] {
+    std::map<std::string, Rule> m;
+    for (auto& r : cluster_rules()) m[r.path] = r;
+    return m;
+  }();
+  const auto& m = kind == Kind::kJob ? kJob : kCluster;
+  auto it = m.find(normalise(path));
+  return it == m.end() ? nullptr : &it->second;
+}
+
+void check_consistency(Kind kind, const Json& root, const std::map<std::string, Location>& where,
+                       std::vector<Issue>& issues) {
+  auto loc = [&](const std::string& path) {
+    auto w = where.find(path);
+    return w == where.end() ? Location{} : w->second;
+  };
+  auto fail = [&](const std::string& path, std::string msg, std::string hint) {
+    issues.push_back({Severity::kError, path, std::move(msg), std::move(hint), loc(path)});
+  };
+  if (kind == Kind::kCluster) {
+    const Json* backend = find(root, "backend");
+    const Json* nodes = find(root, "nodes");
+    if (backend && *backend == "ssh" && nodes && nodes->empty())
+      fail("nodes", "the ssh backend needs at least one entry in nodes", "add nodes: [{host: 10.0.0.2}, ...]");
+    if (geti(root, "head.dashboard_port") == geti(root, "head.store_port"))
+      fail("head.store_port", "the store port equals the dashboard port", "give the two head ports different numbers");
+    return;
+  }
+  const long long ranks = geti(root, "trainer.nnodes") * geti(root, "trainer.n_gpus_per_node");
+  const long long batch = geti(root, "data.train_batch_size");
+  const long long n = geti(root, "actor_rollout_ref.rollout.n");
+  const std::string ranks_text = "trainer.nnodes x trainer.n_gpus_per_node = " + std::to_string(ranks) + " ranks";
+  if (ranks > 0 && (batch * n) % ranks != 0)
+    fail("data.train_batch_size",
+         "train_batch_size * rollout.n = " + std::to_string(batch) + " * " + std::to_string(n) + " = " +
+             std::to_string(batch * n) + " responses do not split evenly over " + ranks_text,
+         "make data.train_batch_size * actor_rollout_ref.rollout.n a multiple of " + std::to_string(ranks));
+  for (const std::string role : {"actor_rollout_ref.actor", "critic"}) {
+    const long long mini = geti(root, (role + ".ppo_mini_batch_size").c_str());
+    const long long micro = geti(root, (role + ".ppo_micro_batch_size_per_gpu").c_str());
+    if (mini > batch) {
+      fail(role + ".ppo_mini_batch_size",
+           "ppo_mini_batch_size " + std::to_string(mini) + " exceeds data.train_batch_size " + std::to_string(batch),
+           "a mini batch is a part of the step's batch (both count prompts)");
+      continue;
+    }
+    if (mini > 0 && batch % mini != 0)
+      fail(role + ".ppo_mini_batch_size",
+           "data.train_batch_size " + std::to_string(batch) + " is not a multiple of ppo_mini_batch_size " +
+               std::to_string(mini),
+           "each step is split into whole mini batches");
+    if (ranks > 0 && (mini * n) % ranks != 0) {
+      fail(role + ".ppo_mini_batch_size",
+           "ppo_mini_batch_size * rollout.n = " + std::to_string(mini * n) + " responses do not split over " + ranks_text,
+           "make it a multiple of " + std::to_string(ranks));
+      continue;
+    }
+    const long long per_rank = ranks > 0 ? mini * n / ranks : 0;
+    if (micro > 0 && per_rank % micro != 0)
+      fail(role + ".ppo_micro_batch_size_per_gpu",
+           "a mini batch gives " + std::to_string(per_rank) + " responses per rank (ppo_mini_batch_size " +
+               std::to_string(mini) + " * rollout.n " + std::to_string(n) + " / " + std::to_string(ranks) +
+               " ranks), not a multiple of ppo_micro_batch_size_per_gpu " + std::to_string(micro),
+           "pick a micro batch that divides " + std::to_string(per_rank));
+  }
+  const long long heads = geti(root, "actor_rollout_ref.model.num_attention_heads");
+  const long long kv = geti(root, "actor_rollout_ref.model.num_key_value_heads");
+  const long long hidden = geti(root, "actor_rollout_ref.model.hidden_size");
+  if (heads > 0 && hidden % heads != 0)
+    fail("actor_rollout_ref.model.hidden_size",
+         "hidden_size " + std::to_string(hidden) + " is not a multiple of num_attention_heads " + std::to_string(heads),
+         "each attention head gets hidden_size / num_attention_heads channels");
+  if (kv > 0 && heads % kv != 0)
+    fail("actor_rollout_ref.model.num_key_value_heads",
+         "num_attention_heads " + std::to_string(heads) + " is not a multiple of num_key_value_heads " + std::to_string(kv),
+         "grouped-query attention shares each key/value head among a whole group of query heads");
+  const long long ctx = geti(root, "data.max_prompt_length") + geti(root, "data.max_response_length");
+  if (ctx > geti(root, "actor_rollout_ref.model.max_position_embeddings"))
+    fail("actor_rollout_ref.model.max_position_embeddings",
+         "max_prompt_length + max_response_length = " + std::to_string(ctx) + " exceeds max_position_embeddings " +
+             std::to_string(geti(root, "actor_rollout_ref.model.max_position_embeddings")),
+         "raise max_position_embeddings or shorten the prompt/response lengths");
+  const Json* mode = find(root, "trainer.resume_mode");
+  const Json* rpath = find(root, "trainer.resume_from_path");
+  if (mode && *mode == "resume_path" && (!rpath || rpath->is_null()))
+    fail("trainer.resume_from_path", "trainer.resume_mode=resume_path needs trainer.resume_from_path",
+         "set trainer.resume_from_path=<default_local_dir>/global_step_N");
+  if (!find(root, "data.train_files")->is_null() && find(root, "data.val_files")->is_null())
+    fail("data.val_files", "data.train_files is set but data.val_files is not",
+         "give a held-out JSONL file for validation");
+}
+
+}  // namespace verl::config::schema

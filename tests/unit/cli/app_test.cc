@@ -1,0 +1,64 @@
+#include "cli/app.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+namespace verl::cli {
+namespace {
+
+struct Ran {
+  int code;
+  std::string out, err;
+};
+
+Ran run_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "verlctl");
+  std::ostringstream out, err;
+  int code = run(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+TEST(Cli, UnknownCommandIsUsageError) {
+  auto r = run_cli({"frobnicate"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("verlctl: error:"), std::string::npos);
+}
+
+TEST(Cli, UnknownOptionIsUsageError) {
+  EXPECT_EQ(run_cli({"config", "show", "--no-such-flag"}).code, 2);
+}
+
+TEST(Cli, HelpListsCommands) {
+  auto r = run_cli({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("config"), std::string::npos);
+  EXPECT_NE(r.out.find("train"), std::string::npos);
+}
+
+TEST(Cli, ExitCodesTableHasEveryDocumentedCode) {
+  auto r = run_cli({"help", "exit-codes"});
+  ASSERT_EQ(r.code, 0);
+  for (const char* code : {"0 ", "1 ", "2 ", "3 ", "4 ", "5 ", "6 ", "124", "130"})
+    EXPECT_NE(r.out.find(std::string("\n") + code), std::string::npos) << code;
+}
+
+TEST(Cli, ExitCodesAsJson) {
+  auto r = run_cli({"help", "exit-codes", "-o", "json"});
+  ASSERT_EQ(r.code, 0);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.size(), 9u);
+  EXPECT_EQ(j[3]["code"], 3);
+}
+
+TEST(Cli, VersionNamesWhatIsCompiledIn) {
+  auto r = run_cli({"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("verlctl 0."), std::string::npos);
+  EXPECT_NE(r.out.find("libtorch:"), std::string::npos);
+  EXPECT_NE(r.out.find("CUDA:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace verl::cli

@@ -1,0 +1,169 @@
+// JobConfig is the typed view of the resolved job config (templates/job.yaml shape) that the
+// trainer uses. Every key the trainer reads is read here, once, so that a renamed key breaks in
+// one place and the rest of trainer/ never touches JSON paths. The input is already validated
+// and interpolated by common/config; from_json still throws verl::Error (invalid config) naming
+// the key path when a key is missing or has the wrong type, because tests build configs by hand.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace verl::trainer {
+
+struct OptimConfig {
+  double lr = 1e-3;
+  int64_t lr_warmup_steps = -1;        // -1: derived from lr_warmup_steps_ratio
+  double lr_warmup_steps_ratio = 0.0;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+};
+
+struct BuiltinDataConfig {
+  std::string task = "arithmetic";     // arithmetic | countdown
+  int64_t train_size = 4096;
+  int64_t val_size = 256;
+  int64_t digits = 2;
+  int64_t num_operands = 2;            // arithmetic: a+b(+c...); countdown: how many numbers
+};
+
+struct DataConfig {
+  std::optional<std::vector<std::string>> train_files;   // nullopt: the built-in task
+  std::optional<std::vector<std::string>> val_files;
+  std::string prompt_key = "prompt";
+  int64_t max_prompt_length = 24;
+  int64_t max_response_length = 12;
+  std::string truncation = "error";    // error | left | right
+  int64_t train_batch_size = 64;
+  int64_t val_batch_size = 256;
+  bool shuffle = true;
+  int64_t seed = 1;
+  BuiltinDataConfig builtin;
+};
+
+struct ModelArchConfig {
+  std::optional<std::string> path;
+  std::string dtype = "float32";       // float32 | bfloat16
+  int64_t hidden_size = 64;
+  int64_t intermediate_size = 176;
+  int64_t num_hidden_layers = 2;
+  int64_t num_attention_heads = 4;
+  int64_t num_key_value_heads = 2;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = true;
+  bool attention_bias = false;
+  int64_t max_position_embeddings = 64;
+};
+
+struct ActorConfig {
+  std::string device = "auto";
+  int64_t ppo_mini_batch_size = 32;
+  int64_t ppo_micro_batch_size_per_gpu = 64;
+  int64_t ppo_epochs = 1;
+  bool shuffle = false;
+  double clip_ratio_low = 0.2;
+  double clip_ratio_high = 0.2;
+  double clip_ratio_c = 3.0;
+  std::string loss_agg_mode = "token-mean";
+  double entropy_coeff = 0.0;
+  bool use_kl_loss = false;
+  double kl_loss_coef = 0.001;
+  std::string kl_loss_type = "low_var_kl";
+  double grad_clip = 1.0;
+  OptimConfig optim;
+};
+
+struct SamplingConfig {
+  double temperature = 1.0;
+  int64_t top_k = -1;
+  double top_p = 1.0;
+  bool do_sample = true;
+  int64_t n = 1;
+};
+
+struct RolloutConfig {
+  std::string name = "native";
+  SamplingConfig sampling;             // temperature, top_k, top_p, do_sample, n
+  int64_t seed = 7;
+  int64_t log_prob_micro_batch_size_per_gpu = 128;
+  SamplingConfig val;                  // rollout.val_kwargs
+};
+
+struct RefConfig {
+  std::string device = "auto";
+  int64_t log_prob_micro_batch_size_per_gpu = 128;
+};
+
+struct CriticConfig {
+  std::string device = "auto";
+  int64_t ppo_mini_batch_size = 32;
+  int64_t ppo_micro_batch_size_per_gpu = 64;
+  int64_t ppo_epochs = 1;
+  double cliprange_value = 0.5;
+  std::string loss_agg_mode = "token-mean";
+  double grad_clip = 1.0;
+  OptimConfig optim;
+};
+
+struct KlCtrlConfig {
+  std::string type = "fixed";
+  double kl_coef = 0.001;
+  int64_t horizon = 10000;
+  double target_kl = 0.1;
+};
+
+struct AlgorithmConfig {
+  std::string adv_estimator = "gae";   // gae | grpo | rloo | reinforce_plus_plus
+  double gamma = 1.0;
+  double lam = 1.0;
+  bool norm_adv_by_std_in_grpo = true;
+  bool use_kl_in_reward = false;
+  std::string kl_penalty = "kl";
+  KlCtrlConfig kl_ctrl;
+};
+
+struct TrainerLoopConfig {
+  std::string project_name = "verlctl";
+  std::string experiment_name = "default";
+  std::vector<std::string> logger = {"console", "file"};
+  std::string device = "auto";
+  int64_t seed = 1;
+  int64_t total_epochs = 1;
+  std::optional<int64_t> total_training_steps = 60;
+  int64_t sft_warmup_steps = 0;
+  double sft_lr = -1.0;                // -1: actor.optim.lr
+  int64_t critic_warmup = 0;
+  int64_t test_freq = 10;
+  bool val_before_train = true;
+  int64_t save_freq = -1;
+  std::string resume_mode = "auto";
+  std::optional<std::string> resume_from_path;
+  std::string default_local_dir = "checkpoints";
+  std::optional<std::string> metrics_file;
+};
+
+struct JobConfig {
+  DataConfig data;
+  ModelArchConfig model;               // actor_rollout_ref.model
+  ActorConfig actor;
+  RolloutConfig rollout;
+  RefConfig ref;
+  CriticConfig critic;
+  AlgorithmConfig algorithm;
+  TrainerLoopConfig trainer;
+
+  // True when the advantage estimator needs a critic (verl: use_critic).
+  bool use_critic() const { return algorithm.adv_estimator == "gae"; }
+  // True when a reference policy must be kept (KL in the loss or in the reward).
+  bool use_reference() const { return actor.use_kl_loss || algorithm.use_kl_in_reward; }
+
+  // Reads the resolved config; throws verl::Error (kInvalidConfig) naming the key path.
+  static JobConfig from_json(const nlohmann::json& config);
+};
+
+}  // namespace verl::trainer
