@@ -425,7 +425,8 @@ void apply_override(Builder& b, Json& root, const Override& o) {
     node->erase(leaf);
     return;
   }
-  if (o.op == Override::Op::kSet && !in_tree) {
+  const bool free_parent = dflt && dflt->is_object() && dflt->empty();  // env: any key goes
+  if (o.op == Override::Op::kSet && !in_tree && !free_parent) {
     std::vector<std::string> all;
     std::function<void(const Json&, const std::string&)> walk = [&](const Json& j, const std::string& p) {
       if (!j.is_object()) return;
@@ -459,7 +460,7 @@ void apply_override(Builder& b, Json& root, const Override& o) {
   }
   const Json* leaf_default = (dflt && dflt->is_object() && dflt->contains(leaf)) ? &(*dflt)[leaf] : nullptr;
   (*b.locations)[o.path] = where;
-  if (o.op == Override::Op::kAdd && !leaf_default) {
+  if ((o.op == Override::Op::kAdd || free_parent) && !leaf_default) {
     (*node)[leaf] = infer(value);
     return;
   }
@@ -526,6 +527,11 @@ void check_rules(Kind kind, const Json& node, const std::string& path,
   if (node.is_object()) {
     for (auto it = node.begin(); it != node.end(); ++it)
       check_rules(kind, it.value(), join(path, it.key()), where, issues);
+    return;
+  }
+  if (node.is_array()) {
+    for (size_t i = 0; i < node.size(); ++i)
+      if (node[i].is_object()) check_rules(kind, node[i], path + "[" + std::to_string(i) + "]", where, issues);
     return;
   }
   const schema::Rule* r = schema::find_rule(kind, path);

@@ -8,8 +8,9 @@
 // Rendezvous: a c10d TCPStore at MASTER_ADDR:MASTER_PORT. Rank 0 hosts it, unless
 // VERL_STORE_IS_EXTERNAL=1 (the launcher's head already runs one): then every rank, rank 0
 // included, connects as a client. The process group is Gloo on CPU, NCCL when the device is
-// CUDA and this torch was built with it (USE_C10D_NCCL); otherwise constructing a CUDA group
-// throws verl::Error kNotCompiledIn.
+// CUDA and this build defines USE_C10D_NCCL (CMake must add it for a CUDA libtorch: TorchConfig
+// does not export it); a CUDA device without it falls back to Gloo (which handles CUDA tensors,
+// slowly) with a warning.
 // Failures to meet (no store, missing peers) throw verl::Error kUnreachable / kTimedOut naming
 // the rank and MASTER_ADDR:MASTER_PORT.
 // Threading: one Distributed per rank; its collectives must be called in the same order on

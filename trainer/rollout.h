@@ -73,3 +73,13 @@ torch::Tensor compute_log_probs(CausalLm& model, const RolloutBatch& batch, int6
                                 double temperature);
 
 }  // namespace verl::trainer
+
+namespace verl::trainer {
+
+// A batch in the rollout's layout from given responses (teacher forcing: SFT targets, tests).
+// Each response is cut to response_width; response_mask covers its tokens.
+RolloutBatch make_batch(const std::vector<std::vector<int64_t>>& prompts,
+                        const std::vector<std::vector<int64_t>>& responses, int64_t response_width,
+                        int64_t pad_token_id, const torch::Device& device);
+
+}  // namespace verl::trainer

@@ -1,0 +1,70 @@
+// The one process module: every child process verlctl starts goes through here. Commands are
+// argv vectors, never shell strings built by concatenation; the one place that does build a
+// shell string (a command for a remote shell) is quote_argv(), which quotes every argument.
+//
+// Children start in their own process group so that a timeout or stop() reaches the whole
+// tree (a trainer's workers, an ssh's remote shell) and leaves no orphans. A Child is owned by
+// one thread; run() is thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace verl::process {
+
+struct Options {
+  std::vector<std::string> env;     // NAME=value entries added to (or replacing in) our environ
+  std::string cwd;                  // empty: ours
+  std::string stdin_data;           // written to the child's stdin, which is then closed
+  std::optional<std::chrono::milliseconds> timeout;  // run(): kill the group when exceeded
+  std::chrono::milliseconds grace{2000};             // SIGTERM -> SIGKILL wait on timeout/stop
+  bool capture = true;              // false: the child inherits our stdout/stderr
+};
+
+struct Result {
+  int exit_code = -1;   // the exit status, or 128+signal when killed by a signal
+  int signal = 0;       // the signal that ended it, 0 if it exited
+  bool timed_out = false;
+  std::string out, err;
+};
+
+// Runs argv to completion. Throws verl::Error when argv[0] cannot be executed (naming it).
+Result run(const std::vector<std::string>& argv, const Options& options = {});
+
+// A running child in its own process group.
+class Child {
+ public:
+  // Starts argv; output is inherited unless stdout_path/stderr_path name files to append to.
+  static Child spawn(const std::vector<std::string>& argv, const Options& options = {},
+                     const std::string& stdout_path = {}, const std::string& stderr_path = {});
+  Child(Child&& other) noexcept;
+  Child& operator=(Child&& other) noexcept;
+  Child(const Child&) = delete;
+  ~Child();  // stops the group if still running: a Child never outlives its owner silently
+
+  pid_t pid() const { return pid_; }
+  bool running();
+  // Waits up to timeout (forever when absent); nullopt when still running afterwards.
+  std::optional<Result> wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // SIGTERM to the group, then SIGKILL after grace; returns how it ended.
+  Result stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
+ private:
+  Child() = default;
+  pid_t pid_ = -1;
+  std::optional<Result> done_;
+};
+
+// Quotes one argument for a POSIX shell: abc -> abc, a b -> 'a b', it's -> 'it'\''s'.
+std::string quote(const std::string& arg);
+// Joins argv into one shell command line, every argument quoted.
+std::string quote_argv(const std::vector<std::string>& argv);
+
+// Absolute path of the running executable (/proc/self/exe).
+std::string self_exe();
+
+}  // namespace verl::process

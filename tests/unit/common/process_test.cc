@@ -1,0 +1,105 @@
+#include "common/process.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "common/error.h"
+
+namespace verl::process {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Alive and not a zombie waiting for a reaper that may never come in a container.
+bool alive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_s, comm, state;
+  stat >> pid_s >> comm >> state;
+  return state != "Z";
+}
+
+TEST(Process, CapturesOutputAndExitCode) {
+  auto r = run({"sh", "-c", "echo out; echo err >&2; exit 3"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_FALSE(r.timed_out);
+}
+
+TEST(Process, ArgumentsAreNotShellSplit) {
+  auto r = run({"printf", "%s|", "a b", "$HOME", "it's"});
+  EXPECT_EQ(r.out, "a b|$HOME|it's|");
+}
+
+TEST(Process, FeedsStdin) {
+  std::string big(1 << 20, 'x');
+  Options o;
+  o.stdin_data = big;
+  auto r = run({"wc", "-c"}, o);
+  EXPECT_EQ(std::stoul(r.out), big.size());
+}
+
+TEST(Process, EnvOverrides) {
+  Options o;
+  o.env = {"VERL_TEST_VAR=hello"};
+  EXPECT_EQ(run({"sh", "-c", "printf %s \"$VERL_TEST_VAR\""}, o).out, "hello");
+}
+
+TEST(Process, MissingProgramIsAnErrorNamingIt) {
+  try {
+    run({"/no/such/program"});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/no/such/program"), std::string::npos);
+  }
+}
+
+TEST(Process, TimeoutKillsTheWholeGroup) {
+  // The shell starts a grandchild that would outlive it; the timeout must take both.
+  Options o;
+  o.timeout = 300ms;
+  o.grace = 200ms;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = run({"sh", "-c", "sleep 30 & echo $!; wait"}, o);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  pid_t grandchild = std::stoi(r.out);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(alive(grandchild));
+}
+
+TEST(Process, ChildStopEscalatesToSigkill) {
+  auto c = Child::spawn({"sh", "-c", "trap '' TERM; sleep 30"});
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(c.running());
+  auto r = c.stop(200ms);
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_FALSE(alive(c.pid()));
+}
+
+TEST(Process, ChildWritesToLogFile) {
+  std::string log = ::testing::TempDir() + "/verl_child.log";
+  std::remove(log.c_str());
+  auto c = Child::spawn({"sh", "-c", "echo one; echo two >&2"}, {}, log, log);
+  auto r = c.wait(5000ms);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->exit_code, 0);
+  std::ifstream in(log);
+  std::string all((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(all.find("one"), std::string::npos);
+  EXPECT_NE(all.find("two"), std::string::npos);
+}
+
+TEST(Quote, RoundTripsThroughAShell) {
+  std::vector<std::string> argv = {"printf", "%s|", "plain", "with space", "it's", "$(touch /tmp/pwned)", "", "a\"b"};
+  auto r = run({"sh", "-c", quote_argv(argv)});
+  EXPECT_EQ(r.out, "plain|with space|it's|$(touch /tmp/pwned)||a\"b|");
+}
+
+}  // namespace
+}  // namespace verl::process

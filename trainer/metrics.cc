@@ -1,0 +1,178 @@
+#include "trainer/metrics.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <system_error>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace verl::trainer {
+namespace fs = std::filesystem;
+namespace {
+
+Error cannot_write(const std::string& path, const std::string& why) {
+  return Error{ExitCode::kFailure, "metrics: cannot write " + path + ": " + why,
+               "check trainer.metrics_file / trainer.default_local_dir"};
+}
+
+// Keeps the lines of an existing JSONL whose step is <= last_step (a resumed run redoes the
+// rest); rewrites the file through a temp file + rename so a crash cannot lose the kept part.
+void truncate_after(const std::string& path, int64_t last_step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::ostringstream kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      auto js = nlohmann::json::parse(line);
+      if (js.value("step", int64_t{-1}) <= last_step) kept << line << '\n';
+    } catch (const std::exception&) {
+      // A torn last line from a crash: drop it.
+    }
+  }
+  in.close();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept.str();
+    if (!out) throw cannot_write(tmp, "stream error");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw cannot_write(path, ec.message());
+}
+
+std::string label_of(const std::string& key) {
+  // critic/score/mean -> score; actor/pg_loss -> pg_loss; val/score/mean -> val_score
+  std::string k = key;
+  const bool val = k.rfind("val/", 0) == 0 || k.rfind("val-core/", 0) == 0;
+  if (k.size() > 5 && k.compare(k.size() - 5, 5, "/mean") == 0) k = k.substr(0, k.size() - 5);
+  const auto slash = k.rfind('/');
+  std::string label = slash == std::string::npos ? k : k.substr(slash + 1);
+  return val ? "val_" + label : label;
+}
+
+}  // namespace
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<int64_t>(std::llround(seconds));
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  } else if (s < 86400) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>((s % 3600) / 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldd%02lldh", static_cast<long long>(s / 86400),
+                  static_cast<long long>((s % 86400) / 3600));
+  }
+  return buf;
+}
+
+std::string format_metric_value(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", value);
+  return buf;
+}
+
+MetricsRecorder::MetricsRecorder(MetricsOptions options) : options_(std::move(options)) {
+  last_record_ = std::chrono::steady_clock::now();
+  if (options_.jsonl_path.empty()) return;
+  std::error_code ec;
+  const fs::path parent = fs::path(options_.jsonl_path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec) throw cannot_write(options_.jsonl_path, ec.message());
+  auto mode = std::ios::out;
+  if (options_.resume_from_step >= 0) {
+    truncate_after(options_.jsonl_path, options_.resume_from_step);
+    mode |= std::ios::app;
+  } else {
+    mode |= std::ios::trunc;
+  }
+  file_.open(options_.jsonl_path, mode);
+  if (!file_) throw cannot_write(options_.jsonl_path, "cannot open");
+}
+
+std::string MetricsRecorder::progress_line(int64_t step, const MetricMap& metrics,
+                                           double seconds_per_step) const {
+  std::ostringstream out;
+  out << "step " << step;
+  if (options_.total_steps > 0) {
+    const double pct = 100.0 * static_cast<double>(step) / static_cast<double>(options_.total_steps);
+    out << "/" << options_.total_steps << " [" << static_cast<int>(std::floor(pct)) << "%]";
+  }
+  for (const auto& key : options_.console_keys) {
+    auto it = metrics.find(key);
+    if (it == metrics.end()) continue;
+    out << " " << label_of(key) << " " << format_metric_value(it->second);
+  }
+  if (seconds_per_step > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", seconds_per_step);
+    out << " " << buf << " s/step";
+    if (options_.total_steps > 0) {
+      const double left = static_cast<double>(options_.total_steps - step) * seconds_per_step;
+      out << " ETA " << format_duration(std::max(0.0, left));
+    }
+  }
+  return out.str();
+}
+
+void MetricsRecorder::record(int64_t step, const MetricMap& metrics) {
+  const auto now = std::chrono::steady_clock::now();
+  const double dt = std::chrono::duration<double>(now - last_record_).count();
+  last_record_ = now;
+  // The first interval includes setup (model build, validation): leave it out of the average.
+  if (first_step_ < 0) {
+    first_step_ = step;
+  } else {
+    seconds_total_ += dt;
+    ++steps_recorded_;
+  }
+  double per_step = steps_recorded_ > 0 ? seconds_total_ / static_cast<double>(steps_recorded_)
+                                        : 0.0;
+  if (per_step == 0) {
+    auto it = metrics.find("timing_s/step");
+    if (it != metrics.end()) per_step = it->second;
+  }
+
+  if (file_.is_open()) {
+    nlohmann::json js = nlohmann::json::object();
+    js["step"] = step;
+    for (const auto& [k, v] : metrics) {
+      if (std::isfinite(v)) {
+        js[k] = v;
+      } else {
+        js[k] = nullptr;
+      }
+    }
+    file_ << js.dump() << '\n';
+    file_.flush();
+    if (!file_) throw cannot_write(options_.jsonl_path, "stream error");
+  }
+  if (options_.console) log::Info() << progress_line(step, metrics, per_step);
+}
+
+ScopedTimer::ScopedTimer(MetricMap& metrics, std::string name)
+    : metrics_(metrics), key_("timing_s/" + std::move(name)),
+      start_(std::chrono::steady_clock::now()) {}
+
+ScopedTimer::~ScopedTimer() { metrics_[key_] += elapsed(); }
+
+double ScopedTimer::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+}  // namespace verl::trainer

@@ -1,0 +1,114 @@
+// PpoTrainer runs verl's RayPPOTrainer.fit() loop on one data-parallel rank:
+//   [SFT warm start] -> validate (val_before_train) -> for each step:
+//     generate (rollout.n responses per prompt) -> reward -> old log-prob -> ref log-prob ->
+//     values -> advantages -> update critic -> update actor (after critic_warmup) ->
+//     metrics (averaged over ranks) -> validate every test_freq -> checkpoint every save_freq.
+// Each step takes data.train_batch_size prompts over all ranks; rank r works on the r-th
+// contiguous shard of the batch (whole prompt groups, so GRPO's groups never straddle ranks).
+// Gradients are averaged across ranks before clipping and the optimizer step, so every rank
+// keeps identical weights. On CPU a run is deterministic: same config -> same metrics.
+//
+// Owns its models, optimizers and data; uses Distributed (not owned) for collectives. Rank 0
+// alone writes metrics and checkpoints. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "trainer/core_algos.h"
+#include "trainer/dataset.h"
+#include "trainer/distributed.h"
+#include "trainer/job_config.h"
+#include "trainer/metrics.h"
+#include "trainer/model.h"
+#include "trainer/rollout.h"
+#include "trainer/tokenizer.h"
+
+namespace verl::trainer {
+
+class CheckpointManager;
+
+struct ValidationResult {
+  double score = 0;                          // mean reward over the whole held-out set
+  std::map<std::string, double> by_source;   // data_source -> mean reward
+  int64_t samples = 0;
+  MetricMap metrics;                         // val-core/<source>/reward/mean@1, val/score/mean
+};
+
+struct FitResult {
+  std::vector<std::pair<int64_t, double>> val_scores;  // (global step, val/score/mean)
+  int64_t steps = 0;                                   // global step reached
+  MetricMap last_metrics;                              // the last step's metrics
+};
+
+class PpoTrainer {
+ public:
+  // dist may be null: a single rank. Throws verl::Error for an inconsistent config.
+  PpoTrainer(const JobConfig& config, Distributed* dist);
+  ~PpoTrainer();
+
+  // SFT warm start (trainer.sft_warmup_steps, skipped when resuming), then the RL loop.
+  FitResult fit();
+  // The request's "sft": true: supervised steps only (sft_warmup_steps, or
+  // total_training_steps when that is 0), validating every test_freq, checkpointing at the end.
+  FitResult fit_sft();
+
+  // Greedy (rollout.val_kwargs) generation on the held-out set, scored by the rewards.
+  ValidationResult validate();
+  // One supervised step on ground-truth answers; returns its metrics (sft/loss, ...).
+  MetricMap sft_step();
+
+  CausalLm& actor() { return actor_; }
+  const PromptDataset& train_set() const { return train_; }
+  const PromptDataset& val_set() const { return val_; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+
+ private:
+  struct StepBatch;
+  MetricMap train_step(int64_t step);
+  void generate_and_score(int64_t step, StepBatch& sb, MetricMap& m);
+  void compute_advantages(StepBatch& sb, MetricMap& m);
+  void update_critic(StepBatch& sb, MetricMap& m, int64_t step);
+  void update_actor(StepBatch& sb, MetricMap& m, int64_t step);
+  void after_sft();
+  void set_lr(torch::optim::Optimizer& opt, double lr);
+  double lr_at(const OptimConfig& optim, int64_t scheduler_step) const;
+  int64_t total_steps() const;
+  int64_t rank() const;
+  int64_t world() const;
+  void reduce(MetricMap& m);
+  void maybe_save(int64_t step, bool force);
+  void record(int64_t step, const MetricMap& m);
+
+  JobConfig config_;
+  Distributed* dist_;
+  std::unique_ptr<Distributed> own_dist_;
+  Tokenizer tokenizer_;
+  PromptDataset train_, val_;
+  std::unique_ptr<DataSampler> sampler_, sft_sampler_;
+  torch::Device actor_device_, critic_device_, ref_device_;
+  ModelConfig model_config_;
+  CausalLm actor_{nullptr};
+  CausalLm ref_{nullptr};
+  CriticModel critic_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> actor_optim_, critic_optim_, sft_optim_;
+  std::unique_ptr<algos::KlController> kl_ctrl_;
+  std::unique_ptr<CheckpointManager> ckpt_;
+  std::unique_ptr<MetricsRecorder> recorder_;
+  int64_t global_step_ = 0;
+  int64_t sft_steps_done_ = 0;
+  int64_t actor_updates_ = 0;   // lr scheduler steps taken
+  int64_t critic_updates_ = 0;
+};
+
+// The module's entry: reads the resolved config, sets up the rank, runs fit() or fit_sft().
+// Throws verl::Error on failure.
+void run_trainer(const nlohmann::json& config, bool sft_only);
+
+}  // namespace verl::trainer
