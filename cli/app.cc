@@ -30,6 +30,12 @@ std::unique_ptr<CLI::App> build_app(Context& ctx) {
   register_help(*app, ctx);
   register_config(*app, ctx);
   register_train(*app, ctx);
+  register_up(*app, ctx);
+  register_down(*app, ctx);
+  register_status(*app, ctx);
+  register_head(*app, ctx);
+  register_agent(*app, ctx);
+  register_env(*app, ctx);
   app->footer("Run 'verlctl COMMAND --help' for a command's options, 'man verlctl' for more.");
   return app;
 }

@@ -35,5 +35,11 @@ void register_version(CLI::App& app, Context& ctx);
 void register_help(CLI::App& app, Context& ctx);
 void register_config(CLI::App& app, Context& ctx);
 void register_train(CLI::App& app, Context& ctx);
+void register_up(CLI::App& app, Context& ctx);
+void register_down(CLI::App& app, Context& ctx);
+void register_status(CLI::App& app, Context& ctx);
+void register_head(CLI::App& app, Context& ctx);
+void register_agent(CLI::App& app, Context& ctx);
+void register_env(CLI::App& app, Context& ctx);
 
 }  // namespace verl::cli

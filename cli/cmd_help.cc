@@ -32,7 +32,7 @@ void register_help(CLI::App& app, Context& ctx) {
     }
     for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
       if (sub->get_name() == *topic) {
-        *ctx.out << sub->help();
+        *ctx.out << sub->help(app.get_name());
         return;
       }
     }

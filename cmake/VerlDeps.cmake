@@ -7,6 +7,17 @@ find_package(CLI11 REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(Threads REQUIRED)
+find_package(SQLiteCpp REQUIRED)
+# cpp-httplib: plain HTTP with bearer-token auth on the cluster's network; verlctl uses neither
+# its TLS nor its compression. Upstream it is header-only. Debian ships it split instead: the
+# declarations in httplib.h, the code in libcpp-httplib.so, compiled with OpenSSL, zlib and
+# brotli; the header's classes change layout with those macros, so a user must define the same
+# ones as the library (pkg-config's cflags say which) or break the ABI.
+find_path(VERL_HTTPLIB_INCLUDE httplib.h REQUIRED)
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(VERL_HTTPLIB QUIET cpp-httplib)
+endif()
 
 function(verl_wrap name)
   add_library(verl_dep_${name} INTERFACE)
@@ -19,6 +30,15 @@ verl_wrap(cli11 CLI11::CLI11)
 verl_wrap(json nlohmann_json::nlohmann_json)
 verl_wrap(spdlog spdlog::spdlog)
 verl_wrap(threads Threads::Threads)
+verl_wrap(sqlite SQLiteCpp)
+add_library(verl_dep_httplib INTERFACE)
+target_include_directories(verl_dep_httplib INTERFACE ${VERL_HTTPLIB_INCLUDE})
+target_link_libraries(verl_dep_httplib INTERFACE Threads::Threads)
+if(VERL_HTTPLIB_FOUND)
+  target_compile_options(verl_dep_httplib INTERFACE ${VERL_HTTPLIB_CFLAGS_OTHER})
+  target_link_libraries(verl_dep_httplib INTERFACE ${VERL_HTTPLIB_LINK_LIBRARIES})
+endif()
+add_library(verl::dep::httplib ALIAS verl_dep_httplib)
 
 # libtorch: optional; found -> the trainer module is built.
 set(VERL_HAVE_TORCH OFF)

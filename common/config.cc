@@ -422,6 +422,12 @@ void apply_override(Builder& b, Json& root, const Override& o) {
       b.error(o.path, "override '" + o.text + "': no such key to remove", "", where);
       return;
     }
+    if (dflt && dflt->is_object() && dflt->contains(leaf)) {
+      b.error(o.path, "override '" + o.text + "': '" + o.path + "' is part of the schema and cannot be removed",
+              "set it instead (" + o.path + "=VALUE, or =null where it is nullable); ~ removes keys added with +",
+              where);
+      return;
+    }
     node->erase(leaf);
     return;
   }

@@ -136,6 +136,9 @@ std::vector<Rule> cluster_rules() {
       choice("backend", {"local", "ssh", "slurm"}),
       range("head.dashboard_port", 1, 65535),
       range("head.store_port", 1, 65535),
+      range("head.heartbeat_interval_s", 0.05, 60),
+      range("head.heartbeat_timeout_s", 0.1, 86400),
+      range("head.agent_exit_after_s", 1, 86400),
       nodes,
       range("nodes[].port", 1, 65535),
       nullable("nodes[].user", Type::kString),
@@ -215,6 +218,12 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
       fail("nodes", "the ssh backend needs at least one entry in nodes", "add nodes: [{host: 10.0.0.2}, ...]");
     if (geti(root, "head.dashboard_port") == geti(root, "head.store_port"))
       fail("head.store_port", "the store port equals the dashboard port", "give the two head ports different numbers");
+    const Json* interval = find(root, "head.heartbeat_interval_s");
+    const Json* timeout = find(root, "head.heartbeat_timeout_s");
+    if (interval && timeout && interval->is_number() && timeout->is_number() &&
+        timeout->get<double>() < 2 * interval->get<double>())
+      fail("head.heartbeat_timeout_s", "the heartbeat timeout is under twice the heartbeat interval",
+           "one late heartbeat would mark a node lost: make head.heartbeat_timeout_s at least 2 x head.heartbeat_interval_s");
     return;
   }
   const long long ranks = geti(root, "trainer.nnodes") * geti(root, "trainer.n_gpus_per_node");

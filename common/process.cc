@@ -61,7 +61,8 @@ pid_t fork_exec(const std::vector<std::string>& argv, const Options& o, int in_f
   pid_t pid = fork();
   if (pid < 0) throw Error(ExitCode::kFailure, std::string("fork: ") + strerror(errno), "is the process table full?");
   if (pid == 0) {
-    setpgid(0, 0);
+    if (o.group == Options::Group::kNewSession) setsid();
+    else setpgid(0, 0);
     signal(SIGPIPE, SIG_DFL);
     if (in_fd >= 0) dup2(in_fd, 0);
     if (out_fd >= 0) dup2(out_fd, 1);
@@ -76,7 +77,7 @@ pid_t fork_exec(const std::vector<std::string>& argv, const Options& o, int in_f
     (void)!write(errpipe[1], &e, sizeof e);
     _exit(127);
   }
-  setpgid(pid, pid);  // both sides, so the group exists before either returns
+  if (o.group == Options::Group::kNewGroup) setpgid(pid, pid);  // both sides: the group exists before either returns
   close(errpipe[1]);
   int child_errno = 0;
   ssize_t n = read(errpipe[0], &child_errno, sizeof child_errno);
@@ -262,6 +263,12 @@ Result Child::stop(std::chrono::milliseconds grace) {
   kill_group(pid_, SIGKILL);
   auto r = wait(std::nullopt);
   return r.value_or(Result{});
+}
+
+pid_t Child::release() {
+  const pid_t pid = pid_;
+  pid_ = -1;
+  return pid;
 }
 
 std::string quote(const std::string& arg) {

@@ -23,6 +23,9 @@ struct Options {
   std::optional<std::chrono::milliseconds> timeout;  // run(): kill the group when exceeded
   std::chrono::milliseconds grace{2000};             // SIGTERM -> SIGKILL wait on timeout/stop
   bool capture = true;              // false: the child inherits our stdout/stderr
+  // kNewSession: setsid() instead of setpgid(), for a daemon that must outlive our terminal and
+  // session (SIGHUP on logout); it still leads its own process group, so stop() works the same.
+  enum class Group { kNewGroup, kNewSession } group = Group::kNewGroup;
 };
 
 struct Result {
@@ -52,6 +55,9 @@ class Child {
   std::optional<Result> wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // SIGTERM to the group, then SIGKILL after grace; returns how it ended.
   Result stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  // Gives the child up: it runs on (a daemon), is neither stopped nor reaped by this Child, and
+  // its pid is returned. Whoever signals it later must check it is still the same process.
+  pid_t release();
 
  private:
   Child() = default;

@@ -135,6 +135,10 @@ std::string CheckpointManager::save(const CheckpointParts& parts, const TrainerS
       if (parts.critic || parts.critic_optim) fs::create_directories(tmp / "critic");
       if (parts.critic) save_module(*parts.critic, tmp / "critic" / "model.pt");
       if (parts.critic_optim) save_optim(*parts.critic_optim, tmp / "critic" / "optim.pt");
+      if (parts.ref) {
+        fs::create_directories(tmp / "ref");
+        save_module(*parts.ref, tmp / "ref" / "model.pt");
+      }
       {
         torch::serialize::OutputArchive ar;
         auto cpu = at::detail::getDefaultCPUGenerator();
@@ -156,6 +160,7 @@ std::string CheckpointManager::save(const CheckpointParts& parts, const TrainerS
           {"kl_coef", state.kl_coef},
           {"extra", state.extra},
           {"has_critic", parts.critic != nullptr},
+          {"has_ref", parts.ref != nullptr},
           {"has_rollout_rng", parts.rollout_generator != nullptr},
       };
       write_text(tmp / kStateFile, js.dump(2) + "\n");
@@ -278,6 +283,7 @@ TrainerState CheckpointManager::load(const std::string& dir, const CheckpointPar
     load_optim(parts.actor_optim, d / "actor" / "optim.pt", "the actor optimizer");
     load_module(parts.critic, d / "critic" / "model.pt", "the critic model");
     load_optim(parts.critic_optim, d / "critic" / "optim.pt", "the critic optimizer");
+    load_module(parts.ref, d / "ref" / "model.pt", "the reference policy");
     require_file(d / kRngFile, "the RNG state");
     torch::serialize::InputArchive ar;
     ar.load_from((d / kRngFile).string());

@@ -5,6 +5,8 @@
 //     global_step_N/
 //       actor/model.pt   actor/optim.pt      torch::serialize archives
 //       critic/model.pt  critic/optim.pt     (only when the run has a critic)
+//       ref/model.pt                         (only when passed: the reference policy, which a
+//                                            resumed run cannot rebuild from the resumed actor)
 //       rng.pt                               the torch default CPU generator (and CUDA's when
 //                                            present) + the rollout sampling generator
 //       trainer_state.json                   step, data order (epoch, position, seed), the KL
@@ -53,6 +55,8 @@ struct CheckpointParts {
   torch::optim::Optimizer* actor_optim = nullptr;
   torch::nn::Module* critic = nullptr;
   torch::optim::Optimizer* critic_optim = nullptr;
+  // The reference policy (use_kl_loss / use_kl_in_reward): frozen, so no optimizer.
+  torch::nn::Module* ref = nullptr;
   // The rollout's sampling generator (rollout.seed), saved and restored alongside the default
   // generator. Null: not saved.
   at::Generator* rollout_generator = nullptr;

@@ -1,18 +1,29 @@
 #include "trainer/distributed.h"
 
-// The c10d headers guard their content with the build's USE_C10D_* macros, which TorchConfig
-// does not export. Every libtorch we build against (Debian's 1.13, pytorch.org's 2.x) has Gloo.
+#include <torch/version.h>
+// The process-group base class: c10d::Backend from 2.0 on, c10d::ProcessGroup before.
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+// Gloo: Debian's libtorch ships gloo's headers; the pip wheel (the GPU machine's 2.11) does not,
+// though its library has Gloo. Without the headers there is no CPU process group (CUDA ranks use
+// NCCL). ProcessGroupGloo.hpp is guarded by USE_C10D_GLOO, which Debian's TorchConfig defines.
+#if __has_include(<gloo/algorithm.h>)
+#define VERL_HAVE_GLOO 1
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO 1
 #endif
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
 // NCCL only when the build says torch has it (CMake adds USE_C10D_NCCL for a CUDA libtorch).
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
-#include <torch/version.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -107,6 +118,14 @@ struct Distributed::Impl {
   c10::intrusive_ptr<BackendBase> pg;
   std::chrono::milliseconds timeout;
   int rank = 0;
+  // NCCL reduces device tensors only: CPU tensors (metrics, counts) take a round trip here.
+  bool device_only = false;
+  torch::Device device{torch::kCPU};
+
+  // The tensor to hand to the backend for t, and whether it must be copied back.
+  torch::Tensor staged(const torch::Tensor& t) const {
+    return device_only && !t.is_cuda() ? t.to(device) : t;
+  }
 
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
     try {
@@ -119,11 +138,12 @@ struct Distributed::Impl {
   }
 
   void allreduce(torch::Tensor& t, c10d::ReduceOp::RedOpType op, const char* what) {
-    std::vector<at::Tensor> v{t};
+    std::vector<at::Tensor> v{staged(t)};
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp(op);
     opts.timeout = timeout;
     wait(pg->allreduce(v, opts), what);
+    if (!v[0].is_same(t)) t.copy_(v[0]);
   }
 };
 
@@ -190,12 +210,15 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
       opts->timeout = options_.timeout;
       impl_->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, options_.rank,
                                                               options_.world_size, opts);
+      impl_->device_only = true;
+      impl_->device = device;
       backend_name_ = "nccl";
-#else
+#elif defined(VERL_HAVE_GLOO)
       log::Warn() << "this torch has no NCCL: gradients of CUDA tensors go through Gloo (slow)";
 #endif
     }
     if (!impl_->pg) {
+#ifdef VERL_HAVE_GLOO
       auto opts = c10d::ProcessGroupGloo::Options::create(options_.timeout);
       const std::string ifname = env_or("GLOO_SOCKET_IFNAME", "");
       if (!ifname.empty()) {
@@ -210,6 +233,18 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
       impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, options_.rank,
                                                               options_.world_size, opts);
       backend_name_ = "gloo";
+#else
+      throw Error{ExitCode::kNotCompiledIn,
+                  std::string("rank ") + std::to_string(options_.rank) +
+                      ": no process group for device " + device.str() +
+                      ": this build has no Gloo (its libtorch ships no gloo headers)" +
+#ifdef USE_C10D_NCCL
+                      "",
+#else
+                      " and no NCCL",
+#endif
+                  "run CPU ranks with a build against Debian's libtorch, or GPU ranks with NCCL"};
+#endif
     }
   } catch (const Error&) {
     throw;
@@ -329,7 +364,7 @@ void Distributed::broadcast_parameters(const std::vector<torch::Tensor>& params,
   for (const auto& p : params) {
     if (!p.defined()) continue;
     // Broadcast into a contiguous buffer so non-contiguous parameters are handled too.
-    std::vector<at::Tensor> v{p.detach().contiguous()};
+    std::vector<at::Tensor> v{impl_->staged(p.detach().contiguous())};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
     opts.timeout = options_.timeout;

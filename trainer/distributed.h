@@ -10,7 +10,8 @@
 // included, connects as a client. The process group is Gloo on CPU, NCCL when the device is
 // CUDA and this build defines USE_C10D_NCCL (CMake must add it for a CUDA libtorch: TorchConfig
 // does not export it); a CUDA device without it falls back to Gloo (which handles CUDA tensors,
-// slowly) with a warning.
+// slowly) with a warning. A build whose libtorch ships no gloo headers (the pip wheel) has no
+// CPU group: a multi-rank CPU run throws verl::Error kNotCompiledIn.
 // Failures to meet (no store, missing peers) throw verl::Error kUnreachable / kTimedOut naming
 // the rank and MASTER_ADDR:MASTER_PORT.
 // Threading: one Distributed per rank; its collectives must be called in the same order on

@@ -155,6 +155,12 @@ TORCH_MODULE(CriticModel);
 // device and never touches torch's global RNG.
 void init_weights(torch::nn::Module& module, double std, uint64_t seed);
 
+// A policy / critic built and initialised from `seed` alone. libtorch's module constructors
+// draw their default init from the global generator; its state is restored afterwards, so
+// building a model never shifts torch's default RNG stream.
+CausalLm make_causal_lm(const ModelConfig& config, uint64_t seed);
+CriticModel make_critic(const ModelConfig& config, uint64_t seed);
+
 // Copies parameters by name from `src` into `dst` for every name they share (same shape);
 // returns how many were copied. Used to start the critic's backbone from the actor's.
 int64_t copy_shared_parameters(const torch::nn::Module& src, torch::nn::Module& dst,

@@ -56,7 +56,8 @@ class PpoTrainer {
   // SFT warm start (trainer.sft_warmup_steps, skipped when resuming), then the RL loop.
   FitResult fit();
   // The request's "sft": true: supervised steps only (sft_warmup_steps, or
-  // total_training_steps when that is 0), validating every test_freq, checkpointing at the end.
+  // total_training_steps when that is 0), validating every test_freq, saving the actor under
+  // <default_local_dir>/sft/global_step_N at the end.
   FitResult fit_sft();
 
   // Greedy (rollout.val_kwargs) generation on the held-out set, scored by the rewards.
@@ -88,7 +89,6 @@ class PpoTrainer {
 
   JobConfig config_;
   Distributed* dist_;
-  std::unique_ptr<Distributed> own_dist_;
   Tokenizer tokenizer_;
   PromptDataset train_, val_;
   std::unique_ptr<DataSampler> sampler_, sft_sampler_;
@@ -97,7 +97,7 @@ class PpoTrainer {
   CausalLm actor_{nullptr};
   CausalLm ref_{nullptr};
   CriticModel critic_{nullptr};
-  std::unique_ptr<torch::optim::AdamW> actor_optim_, critic_optim_, sft_optim_;
+  std::unique_ptr<torch::optim::AdamW> actor_optim_, critic_optim_;
   std::unique_ptr<algos::KlController> kl_ctrl_;
   std::unique_ptr<CheckpointManager> ckpt_;
   std::unique_ptr<MetricsRecorder> recorder_;

@@ -56,9 +56,15 @@ TEST(Config, KeyInTheWrongSectionSuggestsWhereItLives) {
   EXPECT_NE(i->hint.find("data.train_batch_size"), std::string::npos);
 }
 
-TEST(Config, RemoveOverrideDropsKey) {
-  Json job = load_job("", {"~trainer.metrics_file"});
-  EXPECT_FALSE(job["trainer"].contains("metrics_file"));
+TEST(Config, RemoveOverrideDropsAnAddedKey) {
+  Json job = load_job("", {"+trainer.note=x", "~trainer.note"});
+  EXPECT_FALSE(job["trainer"].contains("note"));
+}
+
+TEST(Config, RemovingASchemaKeyIsAnError) {
+  auto d = resolve(Kind::kJob, "", {"~trainer.nnodes"});
+  ASSERT_NE(issue_at(d, "trainer.nnodes"), nullptr);
+  EXPECT_NE(issue_at(d, "trainer.nnodes")->message.find("cannot be removed"), std::string::npos);
 }
 
 TEST(Config, BrokenFileReportsEveryProblemWithLocation) {
@@ -139,7 +145,8 @@ TEST(Config, ClusterEnvIsAFreeMap) {
 TEST(Lint, ScaleOutAdvice) {
   Json job = load_job("", {"trainer.nnodes=4", "trainer.n_gpus_per_node=8", "actor_rollout_ref.rollout.n=1",
                            "algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
-                           "critic.ppo_micro_batch_size_per_gpu=1"});
+                           "critic.ppo_micro_batch_size_per_gpu=1",
+                           "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"});
   auto w = lint_job(job, nullptr, 80);
   auto has = [&](const std::string& path) {
     for (const auto& i : w)

@@ -1,0 +1,54 @@
+// `verlctl head --state-dir DIR` (internal): the cluster's head, as `verlctl up` starts it. It
+// reads the resolved spec and the token from the state directory that up wrote, serves the API
+// until it is told to shut down (POST /api/shutdown) or gets SIGTERM/SIGINT, and exits 0.
+#include <filesystem>
+
+#include "cli/app.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "launcher/backend.h"
+#include "launcher/cluster_state.h"
+#include "launcher/head.h"
+#include "launcher/signals.h"
+
+namespace verl::cli {
+
+void register_head(CLI::App& app, Context& ctx) {
+  (void)ctx;
+  auto dir = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("head", "Run a cluster's head: HTTP API and node registry (internal: 'up' starts it)");
+  cmd->group("Internal");
+  cmd->add_option("--state-dir", *dir, "The cluster's state directory (cluster.json, token, state.db)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->footer("Internal: 'verlctl up' starts it, 'verlctl down' stops it. Example:\n"
+              "  verlctl head --state-dir ~/.verlctl/local");
+  cmd->callback([dir] {
+    const launcher::StatePaths paths(std::filesystem::absolute(*dir).string());
+    const auto spec = nlohmann::ordered_json::parse(files::read_file(paths.spec()));
+    launcher::HeadOptions o;
+    o.cluster_name = spec.at("name").get<std::string>();
+    o.backend = spec.at("backend").get<std::string>();
+    o.bind_host = spec.at("head").at("bind_host").get<std::string>();
+    o.port = spec.at("head").at("dashboard_port").get<int>();
+    o.token = launcher::read_token(paths.token());
+    o.db_path = paths.db();
+    o.expected_nodes = launcher::node_names(spec);
+    auto ms = [&](const char* key) {
+      return std::chrono::milliseconds(static_cast<int64_t>(spec.at("head").at(key).get<double>() * 1000));
+    };
+    o.heartbeat_interval = ms("heartbeat_interval_s");
+    o.heartbeat_timeout = ms("heartbeat_timeout_s");
+    o.shutdown_grace = std::max(std::chrono::milliseconds(2000), 3 * o.heartbeat_interval);
+    const auto& stop = launcher::install_stop_flag();
+    launcher::Head head(o);
+    head.start();
+    head.wait(&stop);
+    if (stop) log::Info() << "head stops on signal " << launcher::stop_signal();
+    else log::Info() << "head shut down as asked";
+    head.stop();
+  });
+}
+
+}  // namespace verl::cli

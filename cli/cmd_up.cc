@@ -1,0 +1,100 @@
+// `verlctl up`: bring a cluster up (the head, then one agent per node) and wait until every node
+// has registered; `--dry-run` prints what would run instead. A cluster that is already up is
+// left alone. The work is launcher::bring_up; this file parses and prints.
+#include "cli/app.h"
+#include "cli/output.h"
+#include "common/error.h"
+#include "common/process.h"
+#include "launcher/cluster.h"
+#include "launcher/signals.h"
+
+namespace verl::cli {
+namespace {
+
+struct UpArgs {
+  std::string file;
+  int local = 0;
+  std::string name;
+  double timeout_s = 60;
+  bool dry_run = false;
+  std::vector<std::string> overrides;
+};
+
+nlohmann::ordered_json daemon_json(const launcher::LaunchSpec& d) {
+  return {{"role", d.role}, {"node", d.node}, {"host", d.host}, {"argv", d.argv}, {"env", d.env}, {"log", d.log}};
+}
+
+}  // namespace
+
+void register_up(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<UpArgs>();
+  auto* cmd = app.add_subcommand("up", "Bring a cluster up: start its head and agents and wait until every node registered");
+  cmd->add_option("-f,--file", a->file, "Cluster spec YAML (default: the embedded default spec)")->check(CLI::ExistingFile);
+  auto* local = cmd->add_option("--local", a->local, "Run the head and N agents on this machine (backend local, no file needed)")
+                    ->check(CLI::PositiveNumber);
+  cmd->add_option("--name", a->name, "Cluster name (default: the spec's name, 'local')");
+  cmd->add_option("--timeout", a->timeout_s, "Seconds to wait for the head and every node; exit 124 after")
+      ->check(CLI::PositiveNumber)
+      ->default_str("60");
+  cmd->add_flag("--dry-run", a->dry_run, "Print the command lines and environment that would run; start nothing");
+  cmd->add_option("overrides", a->overrides, "Cluster spec overrides: key.path=value, +new.key=value, ~key.path");
+  cmd->footer("Examples:\n  verlctl up --local 2\n  verlctl up --local 2 --name dev head.dashboard_port=18265 head.store_port=16379\n"
+              "  verlctl up -f cluster.yaml --dry-run");
+  cmd->callback([&ctx, a, local] {
+    launcher::UpOptions o;
+    o.file = a->file;
+    o.overrides = a->overrides;
+    if (local->count() > 0) o.local_nodes = a->local;
+    o.name = a->name;
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a->timeout_s * 1000));
+    o.exe = process::self_exe();
+    if (a->dry_run) {
+      const auto plan = launcher::plan_up(o);
+      if (ctx.output == OutputFormat::kJson) {
+        nlohmann::ordered_json daemons = nlohmann::ordered_json::array();
+        for (const auto& d : plan.daemons) daemons.push_back(daemon_json(d));
+        print_json(*ctx.out, {{"dry_run", true},
+                              {"name", plan.spec.at("name")},
+                              {"backend", plan.spec.at("backend")},
+                              {"state_dir", plan.state_dir},
+                              {"daemons", daemons}});
+        return;
+      }
+      auto& out = *ctx.out;
+      out << "# cluster '" << plan.spec.at("name").get<std::string>() << "', backend "
+          << plan.spec.at("backend").get<std::string>() << ", state in " << plan.state_dir << "\n"
+          << "# dry run: nothing is started. Each line below would run detached (its own session),\n"
+          << "# with verlctl's environment plus the variables shown, output appended to its log.\n";
+      for (const auto& d : plan.daemons) {
+        out << "\n# " << (d.role == "head" ? "head" : "agent " + d.node) << " on " << d.host << ", log " << d.log << "\n";
+        if (d.env.empty()) out << "# environment: inherited, nothing added\n";
+        std::vector<std::string> line;
+        if (!d.env.empty()) {
+          line.push_back("env");
+          line.insert(line.end(), d.env.begin(), d.env.end());
+        }
+        line.insert(line.end(), d.argv.begin(), d.argv.end());
+        out << process::quote_argv(line) << "\n";
+      }
+      return;
+    }
+    const auto& interrupted = launcher::install_stop_flag();
+    const auto r = launcher::bring_up(o, *ctx.err, &interrupted);
+    const std::string url = "http://" + r.state.head_host + ":" + std::to_string(r.state.head_port);
+    const bool already = r.outcome == launcher::UpOutcome::kAlreadyUp;
+    if (ctx.output == OutputFormat::kJson) {
+      auto state = launcher::to_json(r.state);
+      print_json(*ctx.out, {{"name", r.state.name},
+                            {"outcome", already ? "already_up" : "started"},
+                            {"head", url},
+                            {"state", state}});
+      return;
+    }
+    int agents = 0;
+    for (const auto& p : r.state.processes) agents += p.role == "agent";
+    *ctx.out << "cluster " << r.state.name << (already ? " was already up" : " is up") << ": head " << url << ", "
+             << agents << " agents\n";
+  });
+}
+
+}  // namespace verl::cli

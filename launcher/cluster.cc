@@ -1,0 +1,462 @@
+#include "launcher/cluster.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "common/config.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "launcher/head.h"
+#include "launcher/head_client.h"
+
+namespace verl::launcher {
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::chrono::milliseconds kPoll{50};
+
+// "[  1.23s] head: starting" lines, timed from when the operation began.
+class Progress {
+ public:
+  explicit Progress(std::ostream& out) : out_(out), start_(Clock::now()) {}
+  void operator()(const std::string& who, const std::string& what) {
+    char t[32];
+    std::snprintf(t, sizeof t, "[%6.2fs] ", std::chrono::duration<double>(Clock::now() - start_).count());
+    out_ << t << who << ": " << what << std::endl;
+  }
+  void raw(const std::string& line) { out_ << line << std::endl; }
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+ private:
+  std::ostream& out_;
+  Clock::time_point start_;
+};
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+// The last lines of a daemon's log, to show why it ended.
+std::vector<std::string> log_tail(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  std::string line;
+  while (std::getline(in, line)) all.push_back(line);
+  if (all.size() > lines) all.erase(all.begin(), all.end() - static_cast<long>(lines));
+  return all;
+}
+
+HeadAddress head_address(const Json& spec) {
+  HeadAddress a;
+  a.host = spec.at("head").at("host").get<std::string>();
+  a.port = spec.at("head").at("dashboard_port").get<int>();
+  return a;
+}
+
+HeadAddress head_address(const ClusterState& s) {
+  HeadAddress a;
+  a.host = s.head_host;
+  a.port = s.head_port;
+  return a;
+}
+
+Json resolve_spec(const UpOptions& o) {
+  std::vector<std::string> overrides = o.overrides;
+  if (o.local_nodes) overrides.push_back("backend=local");
+  if (!o.name.empty()) overrides.push_back("name=" + o.name);
+  Json spec = config::load_cluster(o.file, overrides);
+  const Json item = {{"host", "127.0.0.1"}, {"port", 22}, {"user", nullptr}, {"gpus", 0}};
+  if (o.local_nodes) {
+    if (*o.local_nodes < 1)
+      throw Error(ExitCode::kUsage, "--local needs at least 1 node, not " + std::to_string(*o.local_nodes));
+    spec["nodes"] = Json::array();
+    for (int i = 0; i < *o.local_nodes; ++i) spec["nodes"].push_back(item);
+  } else if (spec.at("backend") == "local" && spec.at("nodes").empty()) {
+    spec["nodes"] = Json::array({item});  // local without nodes: this machine is the one node
+  }
+  return spec;
+}
+
+std::optional<std::string> try_read_token(const StatePaths& paths) {
+  try {
+    return read_token(paths.token());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// The head of a recorded cluster answers with this token: its /api/cluster, else nullopt and why.
+std::optional<Json> probe_head(const ClusterState& s, const StatePaths& paths, std::string* why) {
+  auto token = try_read_token(paths);
+  if (!token) {
+    *why = "no token in " + paths.token();
+    return std::nullopt;
+  }
+  HeadClient client(head_address(s), *token, std::chrono::milliseconds(1500));
+  std::string error;
+  auto r = client.try_request("GET", "/api/cluster", nullptr, &error);
+  if (!r) {
+    *why = error;
+    return std::nullopt;
+  }
+  if (r->status != 200) {
+    *why = "HTTP " + std::to_string(r->status) + (r->status == 401 ? " (another head holds the port?)" : "");
+    return std::nullopt;
+  }
+  if (!r->body.is_object() || r->body.value("name", "") != s.name) {
+    *why = "the head there belongs to another cluster";
+    return std::nullopt;
+  }
+  return r->body;
+}
+
+// Stops every recorded process that is still the same process, and whatever else of this
+// cluster's verlctl processes is left (found by command line). Returns how many it stopped.
+int stop_leftovers(Backend& backend, const std::vector<ProcessRecord>& recorded, const std::string& dir,
+                   Progress& progress, int* signalled) {
+  int stopped = 0;
+  std::set<pid_t> seen;
+  auto stop_one = [&](const ProcessRecord& p) {
+    seen.insert(p.pid);
+    if (!is_same_process(p)) return;
+    const std::string who = p.role == "head" ? "head" : p.node;
+    progress(who, "stopping pid " + std::to_string(p.pid) + " (SIGTERM, then SIGKILL)");
+    if (!backend.stop(p, std::chrono::milliseconds(3000)))
+      throw Error(ExitCode::kFailure, who + " (pid " + std::to_string(p.pid) + ") does not stop",
+                  "it may belong to another user; stop it by hand");
+    ++stopped;
+    if (signalled) ++*signalled;
+  };
+  // Agents first: a head that goes first would leave them to wait for it.
+  for (const auto& p : recorded)
+    if (p.role != "head") stop_one(p);
+  for (const auto& p : recorded)
+    if (p.role == "head") stop_one(p);
+  for (pid_t pid : find_cluster_processes(dir)) {
+    if (seen.count(pid)) continue;
+    ProcessRecord p;
+    p.role = "process";
+    p.node = "unrecorded process";
+    p.pid = pid;
+    p.start_ticks = process_start_ticks(pid).value_or(0);
+    stop_one(p);
+  }
+  return stopped;
+}
+
+void rotate_log(const std::string& path) {
+  std::error_code ec;
+  if (fs::exists(path, ec)) fs::rename(path, path + ".1", ec);
+}
+
+}  // namespace
+
+UpPlan plan_up(const UpOptions& o) {
+  UpPlan plan;
+  plan.spec = resolve_spec(o);
+  plan.state_dir = files::state_dir(plan.spec.at("name").get<std::string>(), /*create=*/false);
+  auto backend = make_backend(plan.spec, plan.state_dir, o.exe);
+  plan.daemons.push_back(backend->head_spec());
+  for (size_t i = 0; i < backend->agent_count(); ++i) plan.daemons.push_back(backend->agent_spec(i));
+  return plan;
+}
+
+UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>* interrupted) {
+  Progress progress(out);
+  UpPlan plan = plan_up(o);
+  const Json& spec = plan.spec;
+  const std::string name = spec.at("name").get<std::string>();
+  files::state_dir(name, /*create=*/true);
+  const StatePaths paths(plan.state_dir);
+  auto backend = make_backend(spec, plan.state_dir, o.exe);
+  const auto deadline = Clock::now() + o.timeout;
+
+  // A cluster of this name that answers is left exactly as it is.
+  if (auto old = read_state(paths)) {
+    std::string why;
+    if (old->status == "up" || old->status == "starting") {
+      if (auto cluster = probe_head(*old, paths, &why)) {
+        const auto counts = cluster->value("counts", Json::object());
+        progress("cluster " + name, "already up (head at " + head_address(*old).url() + ", pid " +
+                                        std::to_string(cluster->at("head").value("pid", 0)) + ", " +
+                                        std::to_string(counts.value("alive", 0)) + " nodes alive); nothing changed");
+        try {
+          const Json running = Json::parse(files::read_file(paths.spec()));
+          if (running.at("nodes").size() != spec.at("nodes").size() || running.at("head") != spec.at("head") ||
+              running.at("backend") != spec.at("backend"))
+            progress("cluster " + name,
+                     "warning: it runs a different spec than this command asks for; 'verlctl down --name " + name +
+                         "' first to change it");
+        } catch (const std::exception&) {
+          // no recorded spec to compare with: nothing to warn about
+        }
+        UpResult r;
+        r.outcome = UpOutcome::kAlreadyUp;
+        r.state = *old;
+        return r;
+      }
+      progress("cluster " + name, "recorded as " + old->status + " but its head does not answer (" + why +
+                                      "); cleaning up what is left of it");
+    }
+    stop_leftovers(*backend, old->processes, plan.state_dir, progress, nullptr);
+  } else {
+    stop_leftovers(*backend, {}, plan.state_dir, progress, nullptr);
+  }
+
+  // Fresh state: a new token, the spec the head reads, logs of the last run kept as .1.
+  files::make_dirs(paths.logs(), 0700);
+  const std::string token = generate_token();
+  files::write_atomic(paths.token(), token + "\n", 0600);
+  files::write_atomic(paths.spec(), spec.dump(2) + "\n", 0600);
+  for (const auto& d : plan.daemons) rotate_log(d.log);
+  ClusterState state;
+  state.name = name;
+  state.backend = backend->name();
+  state.status = "starting";
+  state.head_host = spec.at("head").at("host").get<std::string>();
+  state.head_port = spec.at("head").at("dashboard_port").get<int>();
+  auto save = [&] {
+    state.updated_ms = now_ms();
+    write_state(paths, state);
+  };
+  save();
+
+  const HeadAddress address = head_address(spec);
+  HeadClient client(address, token, std::chrono::milliseconds(1000));
+  const auto names = node_names(spec);
+  auto who_of = [](const ProcessRecord& p) { return p.role == "head" ? std::string("head") : p.node; };
+
+  auto check_interrupt = [&](const std::string& stage) {
+    if (interrupted && *interrupted)
+      throw Error(ExitCode::kInterrupted, "interrupted while " + stage, "nothing of the cluster is left running");
+  };
+  auto check_alive = [&](const ProcessRecord& p, const std::string& stage) {
+    if (auto how = backend->ended(p)) {
+      progress(who_of(p), "failed: " + *how + " while " + stage);
+      for (const auto& line : log_tail(p.log, 8)) progress.raw("    | " + line);
+      throw Error(ExitCode::kFailure, who_of(p) + " " + *how + " while " + stage,
+                  "its log is " + p.log);
+    }
+  };
+
+  try {
+    // The head.
+    ProcessRecord head = backend->start(plan.daemons.front());
+    state.processes.push_back(head);
+    save();
+    progress("head", "starting (pid " + std::to_string(head.pid) + ", log " + head.log + ")");
+    for (;;) {
+      check_interrupt("waiting for the head");
+      std::string error;
+      auto r = client.try_request("GET", "/api/cluster", nullptr, &error);
+      if (r && r->status == 200) {
+        const int64_t pid = r->body.is_object() ? r->body.at("head").value("pid", int64_t{0}) : 0;
+        if (pid != 0 && pid != head.pid && backend->name() == "local")
+          throw Error(ExitCode::kFailure,
+                      "another head (pid " + std::to_string(pid) + ") answers at " + address.url(),
+                      "pick another port with head.dashboard_port=PORT");
+        break;
+      }
+      if (r && r->status == 401) {
+        // Someone else's head holds the port; ours is about to fail to bind. Its own words
+        // (the log) say more than ours, so give it a moment to end first.
+        const auto until = Clock::now() + std::chrono::seconds(1);
+        while (Clock::now() < until) {
+          check_alive(head, "starting (another cluster's head answers at " + address.url() + ")");
+          std::this_thread::sleep_for(kPoll);
+        }
+        throw Error(ExitCode::kFailure, "another cluster's head answers at " + address.url() + " (it rejects our token)",
+                    "pick another port with head.dashboard_port=PORT, or 'verlctl down' that cluster");
+      }
+      check_alive(head, "starting (before it answered at " + address.url() + ")");
+      if (Clock::now() >= deadline)
+        throw Error(ExitCode::kTimedOut,
+                    "timed out after " + fmt_seconds(progress.elapsed()) + ": the head (pid " +
+                        std::to_string(head.pid) + ") did not answer at " + address.url() + " (last: " + error + ")",
+                    "its log is " + head.log + "; a slow machine may need a longer --timeout");
+      std::this_thread::sleep_for(kPoll);
+    }
+    progress("head", "up at " + address.url());
+
+    // The agents.
+    std::vector<ProcessRecord> agents;
+    for (size_t i = 1; i < plan.daemons.size(); ++i) {
+      ProcessRecord a = backend->start(plan.daemons[i]);
+      agents.push_back(a);
+      state.processes.push_back(a);
+      save();
+      progress(a.node, "starting (pid " + std::to_string(a.pid) + ", log " + a.log + ")");
+    }
+    std::set<std::string> registered;
+    while (registered.size() < agents.size()) {
+      check_interrupt("waiting for the agents to register");
+      std::string error;
+      auto r = client.try_request("GET", "/api/nodes", nullptr, &error);
+      if (r && r->status == 200 && r->body.is_object()) {
+        for (const auto& n : r->body.value("nodes", Json::array())) {
+          const std::string node = n.value("name", "");
+          auto a = std::find_if(agents.begin(), agents.end(), [&](const ProcessRecord& p) { return p.node == node; });
+          if (a == agents.end() || registered.count(node) || n.value("state", "") != "alive") continue;
+          if (backend->name() == "local" && n.value("pid", int64_t{0}) != a->pid) continue;  // a stale agent
+          registered.insert(node);
+          const Resources res = resources_from_json(n.at("resources"));
+          progress(node, "registered (" + std::to_string(res.cpus) + " CPUs, " + format_bytes(res.memory_bytes) +
+                             ", " + std::to_string(res.gpus) + " GPUs, " + std::to_string(res.ib_ports.size()) +
+                             " IB ports)");
+        }
+      }
+      check_alive(head, "the agents registered");
+      for (const auto& a : agents)
+        if (!registered.count(a.node)) check_alive(a, "registering with the head");
+      if (registered.size() == agents.size()) break;
+      if (Clock::now() >= deadline) {
+        std::string missing;
+        for (const auto& a : agents)
+          if (!registered.count(a.node)) missing += (missing.empty() ? "" : ", ") + a.node + " (pid " + std::to_string(a.pid) + ")";
+        throw Error(ExitCode::kTimedOut,
+                    "timed out after " + fmt_seconds(progress.elapsed()) + " waiting for " + missing +
+                        " to register with the head at " + address.url(),
+                    "the agents run but have not registered; their logs are under " + paths.logs());
+      }
+      std::this_thread::sleep_for(kPoll);
+    }
+  } catch (const Error&) {
+    // Stop what this call started, agents first, and say so.
+    int n = 0;
+    for (auto it = state.processes.rbegin(); it != state.processes.rend(); ++it) {
+      if (backend->stop(*it, std::chrono::milliseconds(2000))) ++n;
+    }
+    state.status = "failed";
+    save();
+    progress("cluster " + name, "cleaned up: stopped the " + std::to_string(n) + (n == 1 ? " process" : " processes") +
+                                    " this run started");
+    throw;
+  }
+  state.status = "up";
+  save();
+  backend->detach();
+  progress("cluster " + name, "up: head at " + address.url() + ", " + std::to_string(names.size()) + " nodes");
+  UpResult r;
+  r.state = state;
+  return r;
+}
+
+DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful, std::ostream& out,
+                     const std::string& exe) {
+  Progress progress(out);
+  const std::string dir = files::state_dir(name, /*create=*/false);
+  const StatePaths paths(dir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw Error(ExitCode::kFailure, "no cluster '" + name + "' (nothing under " + dir + ")",
+                "the clusters are the directories under " + files::state_root() + "; pick one with --name");
+  auto state = read_state(paths);
+  Json spec;
+  try {
+    spec = Json::parse(files::read_file(paths.spec()));
+  } catch (const std::exception&) {
+    spec = config::load_cluster("", {"name=" + name});  // no recorded spec: stop it as local processes
+    spec["nodes"] = Json::array();
+  }
+  auto backend = make_backend(spec, dir, exe);
+  DownResult result;
+  std::vector<ProcessRecord> procs = state ? state->processes : std::vector<ProcessRecord>{};
+
+  bool any_alive = !find_cluster_processes(dir).empty();
+  for (const auto& p : procs) any_alive = any_alive || is_same_process(p);
+  if (!any_alive) {
+    result.was_down = true;
+    progress("cluster " + name, "already down; nothing to stop");
+  } else {
+    if (state) {
+      auto token = try_read_token(paths);
+      std::string why = "no token";
+      if (token) {
+        HeadClient client(head_address(*state), *token, std::chrono::milliseconds(2000));
+        try {
+          const Json r = client.post("/api/shutdown", Json::object());
+          progress("head", "asked to shut down; it tells " + std::to_string(r.value("agents", 0)) + " agents");
+          why.clear();
+        } catch (const Error& e) {
+          why = e.what();
+        }
+      }
+      if (!why.empty()) {
+        progress("head", "not answering (" + why + "); signalling the recorded processes");
+        graceful = std::chrono::milliseconds(0);
+      }
+    }
+    // Wait for the graceful end, reporting each process as it goes.
+    const auto deadline = Clock::now() + graceful;
+    std::set<pid_t> gone;
+    for (;;) {
+      for (const auto& p : procs) {
+        if (gone.count(p.pid) || is_same_process(p)) continue;
+        gone.insert(p.pid);
+        ++result.stopped;
+        progress(p.role == "head" ? "head" : p.node, "ended (pid " + std::to_string(p.pid) + ")");
+      }
+      if (gone.size() == procs.size() || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(kPoll);
+    }
+    if (gone.size() < procs.size() && graceful.count() > 0)
+      progress("cluster " + name, "not everything stopped within " + fmt_seconds(graceful.count() / 1000.0) +
+                                      "; signalling the rest");
+    int signalled = 0;
+    result.stopped += stop_leftovers(*backend, procs, dir, progress, &signalled);
+    result.signalled = signalled;
+    const auto left = find_cluster_processes(dir);
+    if (!left.empty())
+      throw Error(ExitCode::kFailure, "processes of cluster '" + name + "' are still running (pid " +
+                                          std::to_string(left.front()) + (left.size() > 1 ? ", ..." : "") + ")",
+                  "stop them by hand with kill -9");
+  }
+  if (state) {
+    state->status = "down";
+    state->updated_ms = now_ms();
+    write_state(paths, *state);
+  }
+  if (!result.was_down) progress("cluster " + name, "down");
+  return result;
+}
+
+StatusReport query_status(const std::string& name) {
+  const std::string dir = files::state_dir(name, /*create=*/false);
+  const StatePaths paths(dir);
+  auto state = read_state(paths);
+  if (!state)
+    throw Error(ExitCode::kUnreachable, "no cluster '" + name + "' (no state under " + dir + ")",
+                "bring one up with 'verlctl up --local 2 --name " + name + "'");
+  const HeadAddress address = head_address(*state);
+  if (state->status == "down" || state->status == "failed")
+    throw Error(ExitCode::kUnreachable,
+                "cluster '" + name + "' is " + state->status + " (its head was at " + address.url() + ")",
+                "bring it up with 'verlctl up --name " + name + "'; the head's log is " + paths.head_log());
+  const std::string token = read_token(paths.token());
+  HeadClient client(address, token, std::chrono::milliseconds(3000));
+  StatusReport report;
+  report.state = *state;
+  try {
+    report.cluster = client.get("/api/cluster");
+    report.nodes = client.get("/api/nodes").value("nodes", Json::array());
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::kUnreachable) throw;
+    throw Error(ExitCode::kUnreachable,
+                "the head of cluster '" + name + "' does not answer at " + address.url() + ": " +
+                    std::string(e.what()).substr(std::string(e.what()).rfind(": ") + 2),
+                "is it up? 'verlctl up --name " + name + "' starts it, 'verlctl down --name " + name +
+                    "' cleans up; the head's log is " + paths.head_log());
+  }
+  return report;
+}
+
+}  // namespace verl::launcher

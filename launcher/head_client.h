@@ -1,0 +1,57 @@
+// The one HTTP client of the head's API, used by the agent and by up/down/status. It sends the
+// bearer token on every request and turns transport failures into verl::Error(unreachable)
+// naming the address, so that callers never see httplib. One HeadClient per thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace verl::launcher {
+
+struct HeadAddress {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string str() const;  // host:port ([v6]:port)
+  std::string url() const;  // http://host:port
+  // "host:port"; throws verl::Error(usage) naming the text when it is not one.
+  static HeadAddress parse(const std::string& text);
+};
+
+struct HeadResponse {
+  int status = 0;
+  nlohmann::ordered_json body;  // null when the body is not JSON
+};
+
+class HeadClient {
+ public:
+  // An empty token sends no Authorization header (what the tests of the head's 401 need).
+  HeadClient(HeadAddress address, std::string token,
+             std::chrono::milliseconds timeout = std::chrono::milliseconds(3000));
+  ~HeadClient();
+  HeadClient(const HeadClient&) = delete;
+  HeadClient& operator=(const HeadClient&) = delete;
+
+  const HeadAddress& address() const { return address_; }
+
+  // The answer whatever its status; nullopt when the head could not be reached at all, with
+  // the reason in *error (connection refused, timed out, ...).
+  std::optional<HeadResponse> try_request(const std::string& method, const std::string& path,
+                                          const nlohmann::ordered_json* body, std::string* error);
+  // A 2xx answer's body. Throws verl::Error: unreachable (4) naming the address when the head
+  // cannot be reached; failure (1) with the head's message for any other status (401: the token).
+  nlohmann::ordered_json get(const std::string& path);
+  nlohmann::ordered_json post(const std::string& path, const nlohmann::ordered_json& body);
+
+ private:
+  nlohmann::ordered_json checked(const std::string& method, const std::string& path,
+                                 const nlohmann::ordered_json* body);
+  HeadAddress address_;
+  std::string token_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace verl::launcher

@@ -1,0 +1,165 @@
+// The local backend: the head and every agent are processes on this machine, started through
+// the process module in their own sessions (setsid), so that they outlive `verlctl up` and a
+// closed terminal.
+#include <signal.h>
+
+#include <cstdio>
+#include <map>
+#include <thread>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/process.h"
+#include "launcher/backend.h"
+
+namespace verl::launcher {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+std::string seconds(const Json& spec, const char* key) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", spec.at("head").at(key).get<double>());
+  return buf;
+}
+
+class LocalBackend : public Backend {
+ public:
+  LocalBackend(Json spec, std::string dir, std::string exe)
+      : spec_(std::move(spec)), paths_(std::move(dir)), exe_(std::move(exe)) {}
+
+  std::string name() const override { return "local"; }
+
+  LaunchSpec head_spec() const override {
+    LaunchSpec s;
+    s.role = "head";
+    s.host = "localhost";
+    s.argv = {exe_, "head", "--state-dir", paths_.dir, "--log-level", log_level()};
+    s.log = paths_.head_log();
+    return s;
+  }
+
+  size_t agent_count() const override { return spec_.at("nodes").size(); }
+
+  LaunchSpec agent_spec(size_t index) const override {
+    const auto names = node_names(spec_);
+    LaunchSpec s;
+    s.role = "agent";
+    s.node = names.at(index);
+    s.host = "localhost";
+    const std::string head = spec_.at("head").at("host").get<std::string>() + ":" +
+                             std::to_string(spec_.at("head").at("dashboard_port").get<int>());
+    s.argv = {exe_,
+              "agent",
+              "--head",
+              head,
+              "--token-file",
+              paths_.token(),
+              "--node",
+              s.node,
+              "--heartbeat-interval",
+              seconds(spec_, "heartbeat_interval_s"),
+              "--exit-after",
+              seconds(spec_, "agent_exit_after_s"),
+              "--log-level",
+              log_level()};
+    s.log = paths_.agent_log(index);
+    return s;
+  }
+
+  ProcessRecord start(const LaunchSpec& spec) override {
+    process::Options o;
+    o.env = spec.env;
+    o.group = process::Options::Group::kNewSession;
+    auto child = process::Child::spawn(spec.argv, o, spec.log, spec.log);
+    ProcessRecord p;
+    p.role = spec.role;
+    p.node = spec.node;
+    p.host = spec.host;
+    p.pid = child.pid();
+    p.log = spec.log;
+    // The child is ours and unreaped, so its /proc entry is there; read the identity right away.
+    p.start_ticks = process_start_ticks(p.pid).value_or(0);
+    children_.emplace(p.pid, std::move(child));
+    return p;
+  }
+
+  std::optional<std::string> ended(const ProcessRecord& p) override {
+    auto it = children_.find(p.pid);
+    if (it == children_.end()) {
+      if (is_same_process(p)) return std::nullopt;
+      return std::string("is gone");
+    }
+    auto r = it->second.wait(std::chrono::milliseconds(0));
+    if (!r) return std::nullopt;
+    if (r->signal) return "was killed by signal " + std::to_string(r->signal);
+    return "exited with code " + std::to_string(r->exit_code);
+  }
+
+  bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) override {
+    auto it = children_.find(p.pid);
+    if (it != children_.end()) {
+      it->second.stop(grace);
+      children_.erase(it);
+      return true;
+    }
+    if (!is_same_process(p)) return true;
+    ::kill(-p.pid, SIGTERM);
+    ::kill(p.pid, SIGTERM);  // in case it left its group
+    const auto deadline = Clock::now() + grace;
+    while (Clock::now() < deadline) {
+      if (!is_same_process(p)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(-p.pid, SIGKILL);
+    ::kill(p.pid, SIGKILL);
+    const auto kill_deadline = Clock::now() + std::chrono::seconds(2);
+    while (Clock::now() < kill_deadline) {
+      if (!is_same_process(p)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  void detach() override {
+    for (auto& [pid, child] : children_) child.release();
+    children_.clear();
+  }
+
+ private:
+  static std::string log_level() {
+    switch (log::level()) {
+      case log::Level::kDebug: return "debug";
+      case log::Level::kInfo: return "info";
+      case log::Level::kWarn: return "warn";
+      case log::Level::kError: return "error";
+      case log::Level::kOff: return "off";
+    }
+    return "info";
+  }
+
+  Json spec_;
+  StatePaths paths_;
+  std::string exe_;
+  std::map<pid_t, process::Child> children_;
+};
+
+}  // namespace
+
+std::vector<std::string> node_names(const Json& spec) {
+  std::vector<std::string> names;
+  const Json& nodes = spec.at("nodes");
+  for (size_t i = 0; i < nodes.size(); ++i) names.push_back("node-" + std::to_string(i));
+  return names;
+}
+
+std::unique_ptr<Backend> make_backend(const Json& spec, const std::string& state_dir, const std::string& exe) {
+  const std::string backend = spec.at("backend").get<std::string>();
+  if (backend == "local") return std::make_unique<LocalBackend>(spec, state_dir, exe);
+  throw Error(ExitCode::kNotCompiledIn,
+              "the " + backend + " backend is not implemented in this build of verlctl",
+              "use backend=local (or 'verlctl up --local N') on this machine");
+}
+
+}  // namespace verl::launcher

@@ -1,0 +1,207 @@
+#include "launcher/node_registry.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <cstdio>
+
+#include "common/error.h"
+
+namespace verl::launcher {
+namespace {
+
+NodeState parse_state(const std::string& s) {
+  if (s == "lost") return NodeState::kLost;
+  if (s == "left") return NodeState::kLeft;
+  return NodeState::kAlive;
+}
+
+constexpr const char* kColumns =
+    "id, name, host, pid, resources, registered_ms, last_heartbeat_ms, heartbeats, state, lost_ms, reason";
+
+NodeRecord row(SQLite::Statement& q) {
+  NodeRecord n;
+  n.id = q.getColumn(0).getInt64();
+  n.name = q.getColumn(1).getString();
+  n.host = q.getColumn(2).getString();
+  n.pid = q.getColumn(3).getInt64();
+  n.resources = resources_from_json(nlohmann::ordered_json::parse(q.getColumn(4).getString()));
+  n.registered_ms = q.getColumn(5).getInt64();
+  n.last_heartbeat_ms = q.getColumn(6).getInt64();
+  n.heartbeats = q.getColumn(7).getInt64();
+  n.state = parse_state(q.getColumn(8).getString());
+  n.lost_ms = q.getColumn(9).getInt64();
+  n.reason = q.getColumn(10).getString();
+  return n;
+}
+
+// SQLite's errors become verl::Error here, at the module boundary.
+template <typename F>
+auto guarded(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const SQLite::Exception& e) {
+    throw Error(ExitCode::kFailure, std::string("node registry: ") + what + ": " + e.what(),
+                "check the disk and the permissions of the state directory");
+  }
+}
+
+}  // namespace
+
+const char* state_name(NodeState state) {
+  switch (state) {
+    case NodeState::kAlive: return "alive";
+    case NodeState::kLost: return "lost";
+    case NodeState::kLeft: return "left";
+  }
+  return "alive";
+}
+
+nlohmann::ordered_json to_json(const NodeRecord& n, int64_t now_ms) {
+  return {{"id", n.id},
+          {"name", n.name},
+          {"host", n.host},
+          {"pid", n.pid},
+          {"state", state_name(n.state)},
+          {"resources", to_json(n.resources)},
+          {"registered_ms", n.registered_ms},
+          {"last_heartbeat_ms", n.last_heartbeat_ms},
+          {"heartbeat_age_s", static_cast<double>(now_ms - n.last_heartbeat_ms) / 1000.0},
+          {"heartbeats", n.heartbeats},
+          {"lost_ms", n.state == NodeState::kAlive ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(n.lost_ms)},
+          {"reason", n.reason}};
+}
+
+NodeRegistry::NodeRegistry(const std::string& path) {
+  try {
+    db_ = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db_->setBusyTimeout(5000);
+    if (path != ":memory:") db_->exec("PRAGMA journal_mode=WAL");
+    db_->exec(
+        "CREATE TABLE IF NOT EXISTS nodes ("
+        " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " name TEXT NOT NULL UNIQUE,"
+        " host TEXT NOT NULL,"
+        " pid INTEGER NOT NULL,"
+        " resources TEXT NOT NULL,"
+        " registered_ms INTEGER NOT NULL,"
+        " last_heartbeat_ms INTEGER NOT NULL,"
+        " heartbeats INTEGER NOT NULL DEFAULT 0,"
+        " state TEXT NOT NULL,"
+        " lost_ms INTEGER NOT NULL DEFAULT 0,"
+        " reason TEXT NOT NULL DEFAULT '')");
+  } catch (const SQLite::Exception& e) {
+    throw Error(ExitCode::kFailure, "cannot open the node registry " + path + ": " + e.what(),
+                "check that the state directory is writable");
+  }
+}
+
+NodeRegistry::~NodeRegistry() = default;
+
+void NodeRegistry::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  guarded("clear", [&] { db_->exec("DELETE FROM nodes"); });
+}
+
+NodeRecord NodeRegistry::register_node(const std::string& name, const std::string& host, int64_t pid,
+                                       const Resources& resources, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("register", [&] {
+    SQLite::Statement q(*db_,
+                        "INSERT INTO nodes (name, host, pid, resources, registered_ms, last_heartbeat_ms, heartbeats,"
+                        " state, lost_ms, reason) VALUES (?, ?, ?, ?, ?, ?, 0, 'alive', 0, '')"
+                        " ON CONFLICT(name) DO UPDATE SET host = excluded.host, pid = excluded.pid,"
+                        " resources = excluded.resources, registered_ms = excluded.registered_ms,"
+                        " last_heartbeat_ms = excluded.last_heartbeat_ms, heartbeats = 0, state = 'alive',"
+                        " lost_ms = 0, reason = ''");
+    q.bind(1, name);
+    q.bind(2, host);
+    q.bind(3, static_cast<int64_t>(pid));
+    q.bind(4, to_json(resources).dump());
+    q.bind(5, static_cast<int64_t>(now_ms));
+    q.bind(6, static_cast<int64_t>(now_ms));
+    q.exec();
+    SQLite::Statement id(*db_, "SELECT id FROM nodes WHERE name = ?");
+    id.bind(1, name);
+    id.executeStep();
+    return *node_locked(id.getColumn(0).getInt64());
+  });
+}
+
+std::optional<NodeRecord> NodeRegistry::heartbeat(int64_t id, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("heartbeat", [&]() -> std::optional<NodeRecord> {
+    SQLite::Statement q(*db_,
+                        "UPDATE nodes SET last_heartbeat_ms = ?, heartbeats = heartbeats + 1,"
+                        " state = CASE state WHEN 'left' THEN 'left' ELSE 'alive' END,"
+                        " lost_ms = CASE state WHEN 'lost' THEN 0 ELSE lost_ms END,"
+                        " reason = CASE state WHEN 'lost' THEN '' ELSE reason END WHERE id = ?");
+    q.bind(1, static_cast<int64_t>(now_ms));
+    q.bind(2, static_cast<int64_t>(id));
+    if (q.exec() == 0) return std::nullopt;
+    return node_locked(id);
+  });
+}
+
+bool NodeRegistry::leave(int64_t id, const std::string& reason, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("leave", [&] {
+    SQLite::Statement q(*db_, "UPDATE nodes SET state = 'left', lost_ms = ?, reason = ? WHERE id = ?");
+    q.bind(1, static_cast<int64_t>(now_ms));
+    q.bind(2, reason);
+    q.bind(3, static_cast<int64_t>(id));
+    return q.exec() > 0;
+  });
+}
+
+std::vector<NodeRecord> NodeRegistry::mark_lost(int64_t now_ms, int64_t timeout_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("mark lost", [&] {
+    std::vector<NodeRecord> lost;
+    SQLite::Transaction tx(*db_);
+    {
+      SQLite::Statement q(*db_, std::string("SELECT ") + kColumns +
+                                    " FROM nodes WHERE state = 'alive' AND last_heartbeat_ms < ? ORDER BY id");
+      q.bind(1, static_cast<int64_t>(now_ms - timeout_ms));
+      while (q.executeStep()) lost.push_back(row(q));
+    }
+    for (auto& n : lost) {
+      char reason[128];
+      std::snprintf(reason, sizeof reason, "no heartbeat for %.1f s (timeout %.1f s)",
+                    static_cast<double>(now_ms - n.last_heartbeat_ms) / 1000.0, static_cast<double>(timeout_ms) / 1000.0);
+      SQLite::Statement u(*db_, "UPDATE nodes SET state = 'lost', lost_ms = ?, reason = ? WHERE id = ?");
+      u.bind(1, static_cast<int64_t>(now_ms));
+      u.bind(2, std::string(reason));
+      u.bind(3, static_cast<int64_t>(n.id));
+      u.exec();
+      n.state = NodeState::kLost;
+      n.lost_ms = now_ms;
+      n.reason = reason;
+    }
+    tx.commit();
+    return lost;
+  });
+}
+
+std::vector<NodeRecord> NodeRegistry::nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("list", [&] {
+    std::vector<NodeRecord> out;
+    SQLite::Statement q(*db_, std::string("SELECT ") + kColumns + " FROM nodes ORDER BY id");
+    while (q.executeStep()) out.push_back(row(q));
+    return out;
+  });
+}
+
+std::optional<NodeRecord> NodeRegistry::node(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("get", [&] { return node_locked(id); });
+}
+
+std::optional<NodeRecord> NodeRegistry::node_locked(int64_t id) const {
+  SQLite::Statement q(*db_, std::string("SELECT ") + kColumns + " FROM nodes WHERE id = ?");
+  q.bind(1, static_cast<int64_t>(id));
+  if (!q.executeStep()) return std::nullopt;
+  return row(q);
+}
+
+}  // namespace verl::launcher

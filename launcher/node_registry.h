@@ -1,0 +1,74 @@
+// The head's node registry: which agents registered, what they have, and whether they are still
+// heard from. Backed by SQLite (the head's state.db, WAL) so that the jobs that come later can
+// join against it and so that it survives a look with the sqlite3 shell; the head clears it at
+// start because agents re-register with a head they do not know.
+//
+// Time is passed in (milliseconds since the epoch) rather than read, so that heartbeat loss is
+// tested without sleeping. Thread-safe: every call takes one mutex.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/resources.h"
+
+namespace SQLite {
+class Database;
+}
+
+namespace verl::launcher {
+
+enum class NodeState { kAlive, kLost, kLeft };
+const char* state_name(NodeState state);  // alive | lost | left
+
+struct NodeRecord {
+  int64_t id = 0;
+  std::string name;  // node-0, or the host for remote backends
+  std::string host;  // what the agent's gethostname() says
+  int64_t pid = 0;   // the agent's pid on its host
+  Resources resources;
+  int64_t registered_ms = 0;
+  int64_t last_heartbeat_ms = 0;
+  int64_t heartbeats = 0;
+  NodeState state = NodeState::kAlive;
+  int64_t lost_ms = 0;      // when it was marked lost or left; 0 while alive
+  std::string reason;       // why (lost: "no heartbeat for 10.2 s", left: "agent stopped: ...")
+};
+
+// The node as the API shows it; heartbeat_age_s is measured at now_ms.
+nlohmann::ordered_json to_json(const NodeRecord& node, int64_t now_ms);
+
+class NodeRegistry {
+ public:
+  // Opens (creating) the database at path; ":memory:" for an in-memory one. Throws verl::Error
+  // naming the path when SQLite cannot open it.
+  explicit NodeRegistry(const std::string& path);
+  ~NodeRegistry();
+
+  void clear();
+  // Registers a node by name; a name seen before is the same node again (same id), alive.
+  NodeRecord register_node(const std::string& name, const std::string& host, int64_t pid,
+                           const Resources& resources, int64_t now_ms);
+  // nullopt: no node with that id (the caller answers 404, the agent re-registers). A lost node
+  // that heartbeats again is alive again.
+  std::optional<NodeRecord> heartbeat(int64_t id, int64_t now_ms);
+  // The agent says it is leaving. false: no such node.
+  bool leave(int64_t id, const std::string& reason, int64_t now_ms);
+  // Marks every alive node whose last heartbeat is older than timeout_ms as lost, with the time
+  // and the reason; returns the nodes it marked.
+  std::vector<NodeRecord> mark_lost(int64_t now_ms, int64_t timeout_ms);
+
+  std::vector<NodeRecord> nodes() const;  // by id
+  std::optional<NodeRecord> node(int64_t id) const;
+
+ private:
+  std::optional<NodeRecord> node_locked(int64_t id) const;
+  mutable std::mutex mu_;
+  std::unique_ptr<SQLite::Database> db_;
+};
+
+}  // namespace verl::launcher

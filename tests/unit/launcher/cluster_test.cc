@@ -1,0 +1,135 @@
+// up's plan (what --dry-run prints) and the backend factory; the live up/down/status run is
+// tests/integration/local_cluster_test.sh.
+#include "launcher/cluster.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+
+namespace verl::launcher {
+namespace {
+namespace fs = std::filesystem;
+
+class TempHome : public ::testing::Test {
+ protected:
+  TempHome() : home_(fs::temp_directory_path() / ("verl_home_" + std::to_string(::getpid()))) {
+    const char* old = std::getenv("VERLCTL_HOME");
+    if (old) old_ = old;
+    ::setenv("VERLCTL_HOME", home_.c_str(), 1);
+  }
+  ~TempHome() override {
+    if (old_) ::setenv("VERLCTL_HOME", old_->c_str(), 1);
+    else ::unsetenv("VERLCTL_HOME");
+    fs::remove_all(home_);
+  }
+  fs::path home_;
+  std::optional<std::string> old_;
+};
+
+bool has(const std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i)
+    if (argv[i] == flag && argv[i + 1] == value) return true;
+  return false;
+}
+
+TEST_F(TempHome, LocalPlanIsAHeadAndNAgentsAndCreatesNothing) {
+  UpOptions o;
+  o.local_nodes = 3;
+  o.name = "plan";
+  o.exe = "/opt/verlctl";
+  o.overrides = {"head.dashboard_port=18111", "head.store_port=18112", "head.heartbeat_interval_s=0.5"};
+  const auto plan = plan_up(o);
+  EXPECT_EQ(plan.spec["name"], "plan");
+  EXPECT_EQ(plan.spec["backend"], "local");
+  EXPECT_EQ(plan.spec["nodes"].size(), 3u);
+  EXPECT_EQ(plan.state_dir, (home_ / "plan").string());
+  ASSERT_EQ(plan.daemons.size(), 4u);
+  EXPECT_EQ(plan.daemons[0].role, "head");
+  EXPECT_EQ(plan.daemons[0].argv[0], "/opt/verlctl");
+  EXPECT_EQ(plan.daemons[0].argv[1], "head");
+  EXPECT_TRUE(has(plan.daemons[0].argv, "--state-dir", plan.state_dir));
+  for (size_t i = 1; i < 4; ++i) {
+    const auto& a = plan.daemons[i];
+    EXPECT_EQ(a.role, "agent");
+    EXPECT_EQ(a.node, "node-" + std::to_string(i - 1));
+    EXPECT_TRUE(has(a.argv, "--head", "127.0.0.1:18111"));
+    EXPECT_TRUE(has(a.argv, "--token-file", plan.state_dir + "/token"));
+    EXPECT_TRUE(has(a.argv, "--heartbeat-interval", "0.5"));
+    EXPECT_EQ(a.log, plan.state_dir + "/logs/agent-" + std::to_string(i - 1) + ".log");
+    for (const auto& arg : a.argv) EXPECT_EQ(arg.find("token\n"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(home_)) << "a plan (dry run) must not create the state directory";
+}
+
+TEST_F(TempHome, LocalWithoutNodesIsOneNode) {
+  UpOptions o;
+  o.overrides = {"backend=local"};
+  EXPECT_EQ(plan_up(o).daemons.size(), 2u);
+}
+
+TEST_F(TempHome, SshAndSlurmAreNotCompiledInNamingTheBackend) {
+  for (const char* backend : {"ssh", "slurm"}) {
+    UpOptions o;
+    o.overrides = {std::string("backend=") + backend, "nodes=[{host: 10.0.0.2}]"};
+    try {
+      plan_up(o);
+      FAIL() << backend << " must not plan";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kNotCompiledIn) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("the ") + backend + " backend"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(TempHome, BadSpecIsInvalidConfig) {
+  UpOptions o;
+  o.local_nodes = 1;
+  o.overrides = {"head.heartbeat_timeout_s=0.5", "head.heartbeat_interval_s=1"};
+  try {
+    plan_up(o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("head.heartbeat_timeout_s"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(TempHome, StatusOfNoClusterIsUnreachableWithAHint) {
+  try {
+    query_status("nothing-here");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUnreachable);
+    EXPECT_NE(std::string(e.what()).find("nothing-here"), std::string::npos);
+    EXPECT_NE(e.hint().find("verlctl up"), std::string::npos);
+  }
+}
+
+TEST_F(TempHome, StatusWithADeadHeadNamesItsAddress) {
+  const std::string dir = home_.string() + "/dead";
+  fs::create_directories(dir);
+  ClusterState s;
+  s.name = "dead";
+  s.backend = "local";
+  s.status = "up";
+  s.head_host = "127.0.0.1";
+  s.head_port = 1;  // nothing listens on port 1
+  write_state(StatePaths(dir), s);
+  std::ofstream(dir + "/token") << "t\n";
+  try {
+    query_status("dead");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUnreachable);
+    EXPECT_NE(std::string(e.what()).find("http://127.0.0.1:1"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("head.log"), std::string::npos) << e.hint();
+  }
+}
+
+}  // namespace
+}  // namespace verl::launcher

@@ -1,0 +1,117 @@
+#include "launcher/container.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace verl::launcher {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Argv = std::vector<std::string>;
+
+const Argv kInner = {"verlctl", "train", "--rank", "0"};
+const Argv kEnv = {"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_SOCKET_IFNAME==eth0", "TOKENIZERS_PARALLELISM=false"};
+
+Json spec_with(const Json& container) { return {{"name", "t"}, {"container", container}}; }
+
+ContainerConfig config(const std::string& runtime, const std::string& shm = "16g") {
+  return container_config(spec_with({{"runtime", runtime},
+                                     {"image", "verl:latest"},
+                                     {"shm_size", shm},
+                                     {"mounts", {"/data:/data", "/home/u:/home/u:ro"}}}));
+}
+
+TEST(Container, DockerWithGpusAndInfiniband) {
+  const Argv got = container_argv(config("docker"), {/*gpus=*/true, /*infiniband=*/true, ""}, kEnv, kInner);
+  const Argv want = {"docker", "run", "--rm", "--network", "host", "--shm-size", "16g", "--ulimit", "memlock=-1",
+                     "--device", "/dev/infiniband", "--gpus", "all",
+                     "-v", "/data:/data", "-v", "/home/u:/home/u:ro",
+                     "-e", "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "-e", "NCCL_SOCKET_IFNAME==eth0",
+                     "-e", "TOKENIZERS_PARALLELISM=false",
+                     "verl:latest", "verlctl", "train", "--rank", "0"};
+  EXPECT_EQ(got, want);
+}
+
+TEST(Container, DockerWithoutGpusOrInfinibandAndHostIpc) {
+  const Argv got = container_argv(config("docker", "host"), {false, false, ""}, {"A=1"}, {"true"});
+  const Argv want = {"docker", "run", "--rm", "--network", "host", "--ipc", "host", "--ulimit", "memlock=-1",
+                     "-v", "/data:/data", "-v", "/home/u:/home/u:ro", "-e", "A=1", "verl:latest", "true"};
+  EXPECT_EQ(got, want);
+}
+
+TEST(Container, PodmanPassesGpusThroughCdi) {
+  const Argv got = container_argv(config("podman", "8g"), {true, true, ""}, {"A=1"}, {"true"});
+  const Argv want = {"podman", "run", "--rm", "--network", "host", "--shm-size", "8g", "--ulimit", "memlock=-1",
+                     "--device", "/dev/infiniband", "--device", "nvidia.com/gpu=all",
+                     "-v", "/data:/data", "-v", "/home/u:/home/u:ro", "-e", "A=1", "verl:latest", "true"};
+  EXPECT_EQ(got, want);
+}
+
+TEST(Container, ApptainerQuotesValuesItWouldSplitAtCommas) {
+  const Argv got = container_argv(config("apptainer"), {true, true, ""}, kEnv, kInner);
+  // pflag reads a value with more than one '=' as a CSV record: quoted, it stays one variable.
+  const Argv want = {"apptainer", "exec", "--nv",
+                     "--bind", "/data:/data", "--bind", "/home/u:/home/u:ro",
+                     "--env", "\"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1\"",
+                     "--env", "\"NCCL_SOCKET_IFNAME==eth0\"",
+                     "--env", "TOKENIZERS_PARALLELISM=false",
+                     "verl:latest", "verlctl", "train", "--rank", "0"};
+  EXPECT_EQ(got, want);
+  const Argv no_gpu = container_argv(config("apptainer"), {false, true, ""}, {"Q=a=\"b\""}, {"true"});
+  EXPECT_EQ(no_gpu, (Argv{"apptainer", "exec", "--bind", "/data:/data", "--bind", "/home/u:/home/u:ro", "--env",
+                          "\"Q=a=\"\"b\"\"\"", "verl:latest", "true"}));
+}
+
+TEST(Container, ApptainerRefusesAValueItsEnvFlagWouldMangle) {
+  EXPECT_THROW(container_argv(config("apptainer"), {}, {"A=ends in \""}, {"true"}), Error);
+}
+
+TEST(Container, PyxisRunsAnOverlappingStepAndPassesEnvInside) {
+  const Argv got = container_argv(config("pyxis"), {true, true, "gpu-3"}, kEnv, kInner);
+  const Argv want = {"srun", "--overlap", "--nodes", "1", "--ntasks", "1", "--nodelist", "gpu-3",
+                     "--container-image", "verl:latest", "--container-mounts", "/data:/data,/home/u:/home/u:ro",
+                     "env", "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_SOCKET_IFNAME==eth0",
+                     "TOKENIZERS_PARALLELISM=false", "verlctl", "train", "--rank", "0"};
+  EXPECT_EQ(got, want);
+  const auto bare = container_config(spec_with({{"runtime", "pyxis"}, {"image", "nvcr.io#nvidia/pytorch:24.05-py3"},
+                                                {"shm_size", "16g"}, {"mounts", Json::array()}}));
+  EXPECT_EQ(container_argv(bare, {}, {}, {"true"}),
+            (Argv{"srun", "--overlap", "--nodes", "1", "--ntasks", "1", "--container-image",
+                  "nvcr.io#nvidia/pytorch:24.05-py3", "true"}));
+}
+
+TEST(Container, NoneRunsTheInnerCommandAsIs) {
+  const auto none = container_config(spec_with({{"runtime", "none"}, {"image", nullptr}, {"mounts", Json::array()}}));
+  EXPECT_EQ(none.runtime, ContainerRuntime::kNone);
+  EXPECT_EQ(container_argv(none, {true, true, ""}, kEnv, kInner), kInner);
+  EXPECT_EQ(container_config(Json::object()).runtime, ContainerRuntime::kNone);
+}
+
+void expect_invalid(const Json& container, const std::vector<std::string>& parts) {
+  try {
+    container_config(spec_with(container));
+    ADD_FAILURE() << "accepted " << container.dump();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << p << " in " << e.what();
+  }
+}
+
+TEST(Container, BadSettingsAreInvalidConfigNamingTheKey) {
+  expect_invalid({{"runtime", "docker"}, {"image", nullptr}, {"shm_size", "16g"}, {"mounts", Json::array()}},
+                 {"container.image: container.runtime is docker but no image"});
+  expect_invalid({{"runtime", "docker"}, {"image", "i"}, {"shm_size", "lots"}, {"mounts", {"/a", ":/b", "/c:"}}},
+                 {"container.shm_size: 'lots'", "container.mounts[0]: '/a'", "container.mounts[1]",
+                  "container.mounts[2]"});
+  expect_invalid({{"runtime", "apptainer"}, {"image", "i.sif"}, {"shm_size", "16g"}, {"mounts", {"/a,b:/c"}}},
+                 {"container.mounts[0]: '/a,b:/c' has a comma, which apptainer"});
+  // The same mount is fine where commas mean nothing; shm_size is not checked where unused.
+  EXPECT_NO_THROW(container_config(
+      spec_with({{"runtime", "docker"}, {"image", "i"}, {"shm_size", "16g"}, {"mounts", {"/a,b:/c"}}})));
+  EXPECT_NO_THROW(container_config(
+      spec_with({{"runtime", "apptainer"}, {"image", "i.sif"}, {"shm_size", "lots"}, {"mounts", Json::array()}})));
+}
+
+}  // namespace
+}  // namespace verl::launcher

@@ -1,0 +1,249 @@
+// The head in-process on a free loopback port: bearer-token auth (401 without it or with another
+// token), the node endpoints, heartbeat loss with short timeouts, and the shutdown handshake.
+#include "launcher/head.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "common/error.h"
+#include "launcher/head_client.h"
+
+namespace verl::launcher {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr const char* kToken = "0123456789abcdef0123456789abcdef";
+
+HeadOptions fast_options() {
+  HeadOptions o;
+  o.cluster_name = "test";
+  o.bind_host = "127.0.0.1";
+  o.port = 0;  // any free port
+  o.token = kToken;
+  o.expected_nodes = {"node-0", "node-1"};
+  o.heartbeat_interval = 50ms;
+  o.heartbeat_timeout = 300ms;
+  o.sweep_interval = 20ms;
+  o.shutdown_grace = 2000ms;
+  return o;
+}
+
+HeadAddress address_of(const Head& h) { return HeadAddress{"127.0.0.1", h.port()}; }
+
+Json registration(const std::string& name) {
+  Resources r;
+  r.cpus = 4;
+  r.memory_bytes = int64_t{1} << 30;
+  return {{"name", name}, {"host", "testhost"}, {"pid", 1234}, {"resources", to_json(r)}};
+}
+
+// Polls cond every 10 ms for at most limit: every wait in these tests is bounded.
+template <typename F>
+bool eventually(F cond, std::chrono::milliseconds limit = 3000ms) {
+  const auto until = Clock::now() + limit;
+  while (Clock::now() < until) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return cond();
+}
+
+TEST(Head, RequestWithoutTokenIs401) {
+  Head head(fast_options());
+  head.start();
+  HeadClient anonymous(address_of(head), "");
+  for (const char* path : {"/api/nodes", "/api/cluster"}) {
+    auto r = anonymous.try_request("GET", path, nullptr, nullptr);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 401) << path;
+    EXPECT_EQ(r->body.value("error", ""), "missing bearer token");
+  }
+  const Json body = registration("node-0");
+  for (const char* path : {"/api/nodes/register", "/api/nodes/1/heartbeat", "/api/shutdown"}) {
+    auto r = anonymous.try_request("POST", path, &body, nullptr);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 401) << path;
+  }
+  EXPECT_TRUE(head.registry().nodes().empty()) << "a 401 request must not reach its handler";
+  EXPECT_FALSE(head.shutting_down());
+}
+
+TEST(Head, WrongTokenIs401AndTheClientSaysSo) {
+  Head head(fast_options());
+  head.start();
+  HeadClient wrong(address_of(head), std::string(kToken).replace(0, 1, "f"));
+  auto r = wrong.try_request("GET", "/api/cluster", nullptr, nullptr);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(r->body.value("error", ""), "wrong bearer token");
+  try {
+    wrong.get("/api/cluster");
+    FAIL() << "get() must throw on 401";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kFailure);
+    EXPECT_NE(std::string(e.what()).find("rejected the token"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Head, RightTokenRegistersHeartbeatsAndLists) {
+  Head head(fast_options());
+  head.start();
+  HeadClient client(address_of(head), kToken);
+  const Json reg = client.post("/api/nodes/register", registration("node-0"));
+  ASSERT_TRUE(reg.contains("id"));
+  const int64_t id = reg["id"].get<int64_t>();
+  EXPECT_DOUBLE_EQ(reg["heartbeat_interval_s"].get<double>(), 0.05);
+  const Json hb = client.post("/api/nodes/" + std::to_string(id) + "/heartbeat", Json::object());
+  EXPECT_EQ(hb["shutdown"], false);
+  const Json nodes = client.get("/api/nodes")["nodes"];
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0]["name"], "node-0");
+  EXPECT_EQ(nodes[0]["state"], "alive");
+  EXPECT_EQ(nodes[0]["host"], "testhost");
+  EXPECT_EQ(nodes[0]["resources"]["cpus"], 4);
+  EXPECT_EQ(nodes[0]["heartbeats"], 1);
+  const Json cluster = client.get("/api/cluster");
+  EXPECT_EQ(cluster["name"], "test");
+  EXPECT_EQ(cluster["state"], "up");
+  EXPECT_EQ(cluster["expected_nodes"], Json::array({"node-0", "node-1"}));
+  EXPECT_EQ(cluster["counts"]["alive"], 1);
+  EXPECT_EQ(cluster["head"]["pid"], static_cast<int64_t>(::getpid()));
+}
+
+TEST(Head, BadRequestsAreAnswered4xx) {
+  Head head(fast_options());
+  head.start();
+  HeadClient client(address_of(head), kToken);
+  const Json no_name = {{"host", "h"}};
+  EXPECT_EQ(client.try_request("POST", "/api/nodes/register", &no_name, nullptr)->status, 400);
+  const Json empty = Json::object();
+  EXPECT_EQ(client.try_request("POST", "/api/nodes/77/heartbeat", &empty, nullptr)->status, 404);
+  EXPECT_EQ(client.try_request("GET", "/api/no-such-thing", nullptr, nullptr)->status, 404);
+}
+
+TEST(Head, SilentNodeIsMarkedLostWithinTheTimeout) {
+  Head head(fast_options());  // timeout 300 ms, sweep every 20 ms
+  head.start();
+  HeadClient client(address_of(head), kToken);
+  const int64_t quiet = client.post("/api/nodes/register", registration("node-0"))["id"].get<int64_t>();
+  const int64_t chatty = client.post("/api/nodes/register", registration("node-1"))["id"].get<int64_t>();
+  const auto started = Clock::now();
+  std::atomic<bool> done{false};
+  std::thread beats([&] {
+    HeadClient c(address_of(head), kToken);
+    while (!done) {
+      c.try_request("POST", "/api/nodes/" + std::to_string(chatty) + "/heartbeat", nullptr, nullptr);
+      std::this_thread::sleep_for(50ms);
+    }
+  });
+  auto state_of = [&](int64_t id) {
+    const Json all = client.get("/api/nodes");  // kept: a range-for over a temporary's member dangles
+    for (const auto& n : all["nodes"])
+      if (n["id"] == id) return n;
+    return Json::object();
+  };
+  EXPECT_TRUE(eventually([&] { return state_of(quiet)["state"] == "lost"; }, 3000ms));
+  const double waited = std::chrono::duration<double>(Clock::now() - started).count();
+  EXPECT_GE(waited, 0.25) << "lost before its timeout";
+  const Json lost = state_of(quiet);
+  EXPECT_TRUE(lost["lost_ms"].is_number());
+  EXPECT_NE(lost["reason"].get<std::string>().find("no heartbeat for"), std::string::npos) << lost.dump();
+  std::this_thread::sleep_for(400ms);  // longer than the timeout: the one that heartbeats stays alive
+  EXPECT_EQ(state_of(chatty)["state"], "alive");
+  done = true;
+  beats.join();
+  EXPECT_EQ(client.get("/api/cluster")["counts"]["lost"], 1);
+}
+
+TEST(Head, ShutdownIsToldInHeartbeatsAndDrainsWhenAgentsLeave) {
+  Head head(fast_options());
+  head.start();
+  HeadClient client(address_of(head), kToken);
+  const int64_t id = client.post("/api/nodes/register", registration("node-0"))["id"].get<int64_t>();
+  EXPECT_EQ(client.post("/api/shutdown", Json::object())["agents"], 1);
+  EXPECT_TRUE(head.shutting_down());
+  EXPECT_EQ(client.get("/api/cluster")["state"], "shutting_down");
+  EXPECT_EQ(client.post("/api/nodes/" + std::to_string(id) + "/heartbeat", Json::object())["shutdown"], true);
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    head.wait();
+    returned = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(returned) << "the head must wait for its alive agent to leave";
+  client.post("/api/nodes/" + std::to_string(id) + "/leave", Json{{"reason", "shutdown"}});
+  EXPECT_TRUE(eventually([&] { return returned.load(); }, 2000ms));
+  waiter.join();
+  const Json nobody = registration("node-9");
+  EXPECT_EQ(client.try_request("POST", "/api/nodes/register", &nobody, nullptr)->status, 409);
+}
+
+TEST(Head, ShutdownGraceEndsTheWaitForAgentsThatNeverLeave) {
+  auto o = fast_options();
+  o.heartbeat_timeout = 60000ms;  // the node stays "alive" the whole test
+  o.shutdown_grace = 300ms;
+  Head head(o);
+  head.start();
+  HeadClient client(address_of(head), kToken);
+  client.post("/api/nodes/register", registration("node-0"));
+  client.post("/api/shutdown", Json::object());
+  const auto t0 = Clock::now();
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    head.wait();
+    returned = true;
+  });
+  EXPECT_TRUE(eventually([&] { return returned.load(); }, 3000ms));
+  waiter.join();
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - t0).count(), 0.25);
+}
+
+TEST(Head, PortInUseIsAnErrorNamingIt) {
+  Head first(fast_options());
+  first.start();
+  auto o = fast_options();
+  o.port = first.port();
+  Head second(o);
+  try {
+    second.start();
+    FAIL() << "binding a taken port must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(first.port())), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("head.dashboard_port"), std::string::npos);
+  }
+}
+
+TEST(HeadAddress, ParsesHostPortAndRejectsTheRest) {
+  const auto a = HeadAddress::parse("10.0.0.1:8265");
+  EXPECT_EQ(a.host, "10.0.0.1");
+  EXPECT_EQ(a.port, 8265);
+  EXPECT_EQ(a.url(), "http://10.0.0.1:8265");
+  EXPECT_EQ(HeadAddress::parse("[::1]:80").host, "::1");
+  EXPECT_EQ(HeadAddress::parse("[::1]:80").str(), "[::1]:80");
+  for (const char* bad : {"host", "host:", ":80", "host:0", "host:70000", "host:8x"})
+    EXPECT_THROW(HeadAddress::parse(bad), Error) << bad;
+}
+
+TEST(HeadClient, UnreachableHeadIsExit4NamingTheAddress) {
+  int port = 0;
+  {
+    Head h(fast_options());
+    h.start();
+    port = h.port();
+  }  // closed: nothing listens there now
+  HeadClient client(HeadAddress{"127.0.0.1", port}, kToken, 500ms);
+  try {
+    client.get("/api/cluster");
+    FAIL() << "must throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUnreachable);
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace verl::launcher

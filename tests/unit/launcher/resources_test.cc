@@ -1,0 +1,116 @@
+// Resource detection against fake /proc and /sys trees, and the parsers it is made of.
+#include "launcher/resources.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+
+namespace verl::launcher {
+namespace {
+namespace fs = std::filesystem;
+
+class FakeRoot : public ::testing::Test {
+ protected:
+  FakeRoot() : root_(fs::temp_directory_path() / ("verl_res_" + std::to_string(::getpid()) + "_" +
+                                                 ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+    fs::create_directories(root_);
+  }
+  ~FakeRoot() override { fs::remove_all(root_); }
+  void write(const std::string& rel, const std::string& text) {
+    fs::create_directories((root_ / rel).parent_path());
+    std::ofstream(root_ / rel) << text;
+  }
+  fs::path root_;
+};
+
+TEST(Resources, MeminfoTotalInBytes) {
+  EXPECT_EQ(parse_meminfo_total("MemFree:  100 kB\nMemTotal:       16384 kB\n"), int64_t{16384} * 1024);
+  EXPECT_EQ(parse_meminfo_total("MemFree: 1 kB\n"), 0);
+}
+
+TEST(Resources, NvidiaSmiListNames) {
+  const auto names = parse_nvidia_smi_list(
+      "GPU 0: NVIDIA H200 (UUID: GPU-1234-abcd)\nGPU 1: NVIDIA H200 (UUID: GPU-5678)\nNo devices were found\n");
+  ASSERT_EQ(names.size(), 2u);
+  EXPECT_EQ(names[0], "NVIDIA H200");
+  EXPECT_TRUE(parse_nvidia_smi_list("No devices were found\n").empty());
+}
+
+TEST_F(FakeRoot, DetectsFromFakeProcAndSys) {
+  write("proc/meminfo", "MemTotal:       2097152 kB\n");
+  write("proc/driver/nvidia/gpus/0000:01:00.0/information", "Model: X\n");
+  write("proc/driver/nvidia/gpus/0000:02:00.0/information", "Model: X\n");
+  write("sys/class/infiniband/mlx5_1/ports/1/state", "4: ACTIVE\n");
+  write("sys/class/infiniband/mlx5_1/ports/1/rate", "400 Gb/sec (4X NDR)\n");
+  write("sys/class/infiniband/mlx5_1/ports/1/link_layer", "InfiniBand\n");
+  write("sys/class/infiniband/mlx5_0/ports/1/state", "1: DOWN\n");
+  ResourceRoots roots;
+  roots.proc = (root_ / "proc").string();
+  roots.sys = (root_ / "sys").string();
+  roots.nvidia_smi = "";  // not run: /proc decides
+  const auto r = detect_resources(roots);
+  EXPECT_EQ(r.memory_bytes, int64_t{2} << 30);
+  EXPECT_EQ(r.gpus, 2);
+  EXPECT_GE(r.cpus, 1);
+  ASSERT_EQ(r.ib_ports.size(), 2u);
+  EXPECT_EQ(r.ib_ports[0].device, "mlx5_0");  // sorted
+  EXPECT_EQ(r.ib_ports[0].state, "1: DOWN");
+  EXPECT_EQ(r.ib_ports[1].rate, "400 Gb/sec (4X NDR)");
+  EXPECT_EQ(r.ib_ports[1].link_layer, "InfiniBand");
+}
+
+TEST_F(FakeRoot, NothingThereIsZero) {
+  ResourceRoots roots;
+  roots.proc = (root_ / "proc").string();
+  roots.sys = (root_ / "sys").string();
+  roots.nvidia_smi = (root_ / "no-such-nvidia-smi").string();
+  const auto r = detect_resources(roots);
+  EXPECT_EQ(r.memory_bytes, 0);
+  EXPECT_EQ(r.gpus, 0);
+  EXPECT_TRUE(r.ib_ports.empty());
+}
+
+TEST_F(FakeRoot, NvidiaSmiWinsWhenItAnswers) {
+  write("bin/nvidia-smi", "#!/bin/sh\necho 'GPU 0: Fake GPU (UUID: GPU-0)'\n");
+  fs::permissions(root_ / "bin/nvidia-smi", fs::perms::owner_all);
+  ResourceRoots roots;
+  roots.proc = (root_ / "proc").string();
+  roots.sys = (root_ / "sys").string();
+  roots.nvidia_smi = (root_ / "bin/nvidia-smi").string();
+  const auto r = detect_resources(roots);
+  EXPECT_EQ(r.gpus, 1);
+  EXPECT_EQ(r.gpu_names, std::vector<std::string>{"Fake GPU"});
+}
+
+TEST(Resources, RealMachineHasCpusAndMemory) {
+  const auto r = detect_resources();
+  EXPECT_GE(r.cpus, 1);
+  EXPECT_GT(r.memory_bytes, 0);
+}
+
+TEST(Resources, JsonRoundTripAndBadJsonIsAnError) {
+  Resources r;
+  r.cpus = 8;
+  r.memory_bytes = 123;
+  r.gpus = 2;
+  r.gpu_names = {"a", "b"};
+  r.ib_ports = {{"mlx5_0", 1, "4: ACTIVE", "200", "InfiniBand"}};
+  const auto back = resources_from_json(to_json(r));
+  EXPECT_EQ(back.cpus, 8);
+  EXPECT_EQ(back.gpu_names, r.gpu_names);
+  EXPECT_EQ(back.ib_ports[0].device, "mlx5_0");
+  EXPECT_THROW(resources_from_json({{"cpus", "many"}}), Error);
+  EXPECT_THROW(resources_from_json({{"cpus", -1}, {"memory_bytes", 0}, {"gpus", 0}}), Error);
+}
+
+TEST(Resources, FormatBytes) {
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(int64_t{3} << 29), "1.5 GiB");
+}
+
+}  // namespace
+}  // namespace verl::launcher

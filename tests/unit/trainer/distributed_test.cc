@@ -1,0 +1,274 @@
+// Multi-rank tests run several ranks in one process, one thread each, over Gloo on loopback
+// (as c10d's own tests do); parametrized over world sizes.
+#include "trainer/distributed.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <thread>
+
+#include "common/error.h"
+#include "trainer/core_algos.h"
+
+namespace verl::trainer {
+namespace {
+
+// A port that was free a moment ago (bind to 0, read it back, close).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+class ScopedEnv {
+ public:
+  ScopedEnv() {
+    for (const char* k : kVars) ::unsetenv(k);
+  }
+  ~ScopedEnv() {
+    for (const char* k : kVars) ::unsetenv(k);
+  }
+  void set(const char* k, const std::string& v) { ::setenv(k, v.c_str(), 1); }
+
+ private:
+  static constexpr const char* kVars[] = {"RANK",        "WORLD_SIZE",
+                                          "LOCAL_RANK",  "MASTER_ADDR",
+                                          "MASTER_PORT", "VERL_STORE_IS_EXTERNAL",
+                                          "VERL_DIST_TIMEOUT_S"};
+};
+
+// Runs fn(dist) on `world` ranks (threads); rethrows the first rank's exception.
+void run_ranks(int world, const std::function<void(Distributed&)>& fn, int port = 0,
+               bool external = false) {
+  if (port == 0) port = free_port();
+  std::vector<std::exception_ptr> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        DistributedOptions o;
+        o.rank = r;
+        o.world_size = world;
+        o.master_addr = "127.0.0.1";
+        o.master_port = port;
+        o.store_is_external = external;
+        o.timeout = std::chrono::seconds(30);
+        Distributed d(o, torch::kCPU);
+        fn(d);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+TEST(Distributed, EmptyEnvironmentIsOneRankWithNoOpCollectives) {
+  ScopedEnv env;
+  auto o = Distributed::options_from_env();
+  EXPECT_EQ(o.world_size, 1);
+  EXPECT_EQ(o.rank, 0);
+  Distributed d(o, torch::kCPU);
+  EXPECT_FALSE(d.is_distributed());
+  EXPECT_EQ(d.backend_name(), "none");
+  auto p = torch::ones({3}).requires_grad_(true);
+  p.mutable_grad() = torch::full({3}, 5.0);
+  d.all_reduce_gradients({p});
+  EXPECT_TRUE(torch::equal(p.grad(), torch::full({3}, 5.0)));
+  std::map<std::string, double> m{{"a", 2.0}};
+  d.all_reduce_metrics(m);
+  EXPECT_EQ(m["a"], 2.0);
+  d.barrier();
+}
+
+TEST(Distributed, EnvironmentAsTorchrunSetsIt) {
+  ScopedEnv env;
+  env.set("RANK", "3");
+  env.set("WORLD_SIZE", "4");
+  env.set("LOCAL_RANK", "1");
+  env.set("MASTER_ADDR", "10.0.0.7");
+  env.set("MASTER_PORT", "29511");
+  env.set("VERL_STORE_IS_EXTERNAL", "1");
+  auto o = Distributed::options_from_env();
+  EXPECT_EQ(o.rank, 3);
+  EXPECT_EQ(o.world_size, 4);
+  EXPECT_EQ(o.local_rank, 1);
+  EXPECT_EQ(o.master_addr, "10.0.0.7");
+  EXPECT_EQ(o.master_port, 29511);
+  EXPECT_TRUE(o.store_is_external);
+}
+
+TEST(Distributed, RankOutsideWorldIsInvalidConfigNamingTheVariable) {
+  ScopedEnv env;
+  env.set("RANK", "2");
+  env.set("WORLD_SIZE", "2");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", "29500");
+  try {
+    Distributed::options_from_env();
+    FAIL() << "no throw";
+  } catch (const verl::Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("RANK='2'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Distributed, WorldWithoutMasterAddressIsInvalidConfig) {
+  ScopedEnv env;
+  env.set("RANK", "0");
+  env.set("WORLD_SIZE", "2");
+  EXPECT_THROW(Distributed::options_from_env(), verl::Error);
+}
+
+TEST(Distributed, UnreachableStoreNamesRankAndAddress) {
+  const int port = free_port();  // nobody listens there
+  DistributedOptions o;
+  o.rank = 1;
+  o.world_size = 2;
+  o.master_port = port;
+  o.timeout = std::chrono::seconds(1);
+  try {
+    Distributed d(o, torch::kCPU);
+    FAIL() << "no throw";
+  } catch (const verl::Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUnreachable);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("rank 1 could not reach the store at 127.0.0.1:" + std::to_string(port)),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("is rank 0 running?"), std::string::npos) << msg;
+  }
+}
+
+TEST(Distributed, MissingPeersTimeOutNamingTheGroup) {
+  DistributedOptions o;
+  o.rank = 0;
+  o.world_size = 2;
+  o.master_port = free_port();
+  o.timeout = std::chrono::seconds(2);
+  try {
+    Distributed d(o, torch::kCPU);
+    FAIL() << "no throw";
+  } catch (const verl::Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kTimedOut);
+    EXPECT_NE(std::string(e.what()).find("not all ranks joined"), std::string::npos) << e.what();
+  }
+}
+
+class DistributedWorld : public ::testing::TestWithParam<int> {};
+
+TEST_P(DistributedWorld, AllReduceGradientsAveragesAcrossBuckets) {
+  const int world = GetParam();
+  run_ranks(world, [&](Distributed& d) {
+    EXPECT_EQ(d.backend_name(), "gloo");
+    const double v = d.rank() + 1;
+    // Mixed dtypes and a tiny bucket force several buckets; one parameter has no gradient.
+    auto a = torch::zeros({5}).requires_grad_(true);
+    auto b = torch::zeros({2, 3}, torch::kFloat64).requires_grad_(true);
+    auto c = torch::zeros({7}).requires_grad_(true);
+    auto none = torch::zeros({2}).requires_grad_(true);
+    a.mutable_grad() = torch::full({5}, v);
+    b.mutable_grad() = torch::full({2, 3}, 10 * v, torch::kFloat64);
+    c.mutable_grad() = torch::arange(7, torch::kFloat32) * v;
+    d.all_reduce_gradients({a, b, none, c}, /*bucket_bytes=*/16);
+    const double mean = (world + 1) / 2.0;  // mean of 1..world
+    EXPECT_TRUE(torch::allclose(a.grad(), torch::full({5}, mean)));
+    EXPECT_TRUE(torch::allclose(b.grad(), torch::full({2, 3}, 10 * mean, torch::kFloat64)));
+    EXPECT_TRUE(torch::allclose(c.grad(), torch::arange(7, torch::kFloat32) * mean));
+    EXPECT_FALSE(none.grad().defined());
+  });
+}
+
+TEST_P(DistributedWorld, AllReduceMetricsMeanMaxMin) {
+  const int world = GetParam();
+  run_ranks(world, [&](Distributed& d) {
+    const double r = d.rank();
+    std::map<std::string, double> m{
+        {"critic/score/mean", r}, {"response_length/max", r}, {"x_min", 10 + r}};
+    d.all_reduce_metrics(m);
+    EXPECT_DOUBLE_EQ(m["critic/score/mean"], (world - 1) / 2.0);
+    EXPECT_DOUBLE_EQ(m["response_length/max"], world - 1);
+    EXPECT_DOUBLE_EQ(m["x_min"], 10);
+  });
+}
+
+TEST_P(DistributedWorld, AllReduceMetricsRefusesDifferentKeys) {
+  const int world = GetParam();
+  std::atomic<int> thrown{0};
+  run_ranks(world, [&](Distributed& d) {
+    std::map<std::string, double> m{{"a", 1}};
+    if (d.rank() == world - 1) m["b"] = 2;
+    try {
+      d.all_reduce_metrics(m);
+    } catch (const verl::Error& e) {
+      ++thrown;
+    }
+  });
+  EXPECT_EQ(thrown.load(), world);
+}
+
+TEST_P(DistributedWorld, BroadcastParametersCopiesRootWeights) {
+  const int world = GetParam();
+  run_ranks(world, [&](Distributed& d) {
+    auto w = torch::full({3, 2}, static_cast<double>(d.rank() + 7)).requires_grad_(true);
+    auto t = torch::full({4}, static_cast<float>(d.rank()), torch::kFloat32);
+    d.broadcast_parameters({w, t});
+    EXPECT_TRUE(torch::equal(w.detach(), torch::full({3, 2}, 7.0)));
+    EXPECT_TRUE(torch::equal(t, torch::zeros({4})));
+    d.barrier();
+  });
+}
+
+TEST_P(DistributedWorld, ExternalStoreServesEveryRankAsClient) {
+  const int world = GetParam();
+  // The head's store, hosted outside the ranks (port 0: the OS picks one).
+  c10d::TCPStoreOptions so;
+  so.port = 0;
+  so.isServer = true;
+  so.waitWorkers = false;
+  auto server = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+  run_ranks(world, [&](Distributed& d) {
+    auto x = torch::ones({1});
+    d.all_reduce_sum(x);
+    EXPECT_EQ(x.item<float>(), static_cast<float>(world));
+  }, server->getPort(), /*external=*/true);
+}
+
+TEST_P(DistributedWorld, GlobalWhitenMatchesOneRankOnTheWholeBatch) {
+  const int world = GetParam();
+  // Rows 2r and 2r+1 live on rank r.
+  auto all = torch::arange(world * 2 * 3, torch::kFloat64).view({world * 2, 3}).pow(1.5);
+  auto mask = torch::ones_like(all);
+  mask.index_put_({0, 2}, 0.0);
+  mask.index_put_({world * 2 - 1, 0}, 0.0);
+  auto expected = algos::masked_whiten(all, mask);
+  run_ranks(world, [&](Distributed& d) {
+    auto rows = all.slice(0, 2 * d.rank(), 2 * d.rank() + 2);
+    auto got = global_masked_whiten(rows, mask.slice(0, 2 * d.rank(), 2 * d.rank() + 2), d);
+    EXPECT_TRUE(torch::allclose(got, expected.slice(0, 2 * d.rank(), 2 * d.rank() + 2),
+                                /*rtol=*/1e-9, /*atol=*/1e-9));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, DistributedWorld, ::testing::Values(2, 3));
+
+}  // namespace
+}  // namespace verl::trainer

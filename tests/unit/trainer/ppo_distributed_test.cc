@@ -1,0 +1,217 @@
+// The PPO loop across ranks and across restarts:
+//  - two Gloo ranks (threads in this process, each with its own store client on loopback) train
+//    like one rank holding the whole batch;
+//  - a run of 2N steps and a run of N steps + resume for N more write the same metrics.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "common/config.h"
+#include "common/error.h"
+#include "trainer/distributed.h"
+#include "trainer/ppo_trainer.h"
+
+namespace verl::trainer {
+namespace {
+namespace fs = std::filesystem;
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const auto d = fs::path(::testing::TempDir()) / ("ppo_distributed_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  return d.string();
+}
+
+// A small job: 8 prompts x n=2 responses per step, CPU, metrics to <dir>/metrics.jsonl.
+JobConfig small_job(const std::string& dir, std::vector<std::string> extra) {
+  std::vector<std::string> o = {
+      "trainer.device=cpu",
+      "data.train_batch_size=8",
+      "actor_rollout_ref.rollout.n=2",
+      "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+      "critic.ppo_mini_batch_size=4",
+      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+      "critic.ppo_micro_batch_size_per_gpu=4",
+      "data.val_batch_size=16",
+      "data.builtin.val_size=16",
+      "trainer.val_before_train=false",
+      "trainer.test_freq=-1",
+      "trainer.logger=[file]",
+      "trainer.default_local_dir=" + dir,
+  };
+  o.insert(o.end(), extra.begin(), extra.end());
+  return JobConfig::from_json(nlohmann::json::parse(config::load_job("", o).dump()));
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+// Wall-clock metrics legitimately differ between runs.
+bool is_timing(const std::string& key) {
+  return key.rfind("timing_s/", 0) == 0 || key.rfind("perf/throughput", 0) == 0 ||
+         key.rfind("perf/time", 0) == 0 || key.rfind("perf/mfu", 0) == 0;
+}
+
+void run_world(int world, const std::function<void(Distributed&)>& fn) {
+  const int port = free_port();
+  std::vector<std::exception_ptr> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        DistributedOptions o;
+        o.rank = r;
+        o.world_size = world;
+        o.master_port = port;
+        o.timeout = std::chrono::seconds(120);
+        Distributed d(o, torch::kCPU);
+        fn(d);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+// Two ranks with 4 prompts each against one rank with all 8 (train_batch_size is global).
+// Same by construction: the prompts of a step (one sampler; rank r takes the r-th shard), the
+// sampling seeds (per global response row), the initial weights (same seed), the advantage
+// whitening (global_masked_whiten) and the averaged gradients. Chosen so that they stay the same:
+//  - ppo_mini_batch_size = train_batch_size: one optimizer step per epoch over the whole batch.
+//    With smaller mini-batches the two runs step on different row sets (rank r splits its own
+//    shard, as verl's data-parallel workers do), a real difference, not an error.
+//  - loss_agg_mode seq-mean-token-mean: each rank's loss is a mean over the same number of
+//    sequences, so the mean of the ranks' gradients is the one-rank gradient (token-mean would
+//    weight a rank with fewer tokens more, as it does in verl).
+// Not the same: float summation order (all-reduce, per-rank partial sums): ~1e-7 relative per
+// operation; checked at 1e-4 relative to max(1, |value|) over 3 steps, well below the
+// step-to-step movement of the losses (~1e-2). Compared: the metrics whose definition does not
+// depend on how rows are split over ranks (per-sequence means over equal counts, global norms).
+// Token-weighted metrics (ppo_kl, clipfracs, values/advantages means) are averaged rank by
+// rank, as verl reduces worker metrics, and legitimately differ; they are only required present.
+TEST(PpoDistributed, TwoGlooRanksMatchOneRankOnTheDoubledBatch) {
+  const std::vector<std::string> extra = {
+      "trainer.total_training_steps=3",
+      "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+      "critic.ppo_mini_batch_size=8",
+      "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+      "critic.loss_agg_mode=seq-mean-token-mean",
+      "trainer.save_freq=-1",
+  };
+  const std::string one_dir = fresh_dir("one_rank"), two_dir = fresh_dir("two_ranks");
+  {
+    PpoTrainer t(small_job(one_dir, extra), nullptr);
+    t.fit();
+  }
+  run_world(2, [&](Distributed& d) {
+    PpoTrainer t(small_job(two_dir, extra), &d);
+    t.fit();
+  });
+  const auto one = read_jsonl(one_dir + "/metrics.jsonl");
+  const auto two = read_jsonl(two_dir + "/metrics.jsonl");
+  ASSERT_EQ(one.size(), 3u);
+  ASSERT_EQ(two.size(), one.size());
+  const std::vector<std::string> invariant = {
+      "critic/score/mean", "critic/rewards/mean", "response_length/mean", "actor/pg_loss",
+      "actor/entropy",     "actor/grad_norm",     "critic/vf_loss",       "critic/grad_norm"};
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(one[i]["step"], two[i]["step"]);
+    for (const auto& [key, v] : one[i].items()) {
+      EXPECT_TRUE(two[i].contains(key)) << "step " << i + 1 << ": " << key;
+    }
+    for (const auto& key : invariant) {
+      ASSERT_TRUE(one[i].contains(key)) << key;
+      ASSERT_TRUE(two[i].contains(key)) << key;
+      const double a = one[i][key].get<double>(), b = two[i][key].get<double>();
+      EXPECT_NEAR(a, b, 1e-4 * std::max(1.0, std::fabs(a))) << "step " << i + 1 << ": " << key;
+    }
+  }
+  // Step 1 rolls out from identical weights with identical seeds: identical samples.
+  EXPECT_EQ(one[0]["critic/score/mean"], two[0]["critic/score/mean"]);
+  EXPECT_EQ(one[0]["response_length/mean"], two[0]["response_length/mean"]);
+}
+
+// 2N = 4 steps straight vs 2 steps (checkpoint) + resume for 2 more, same seed, CPU: the metrics
+// of steps 3..4 must be equal (to 1e-6; JSON round-trips doubles exactly, so in practice bit for
+// bit); resume restores weights, Adam moments, the data sampler, the KL coefficient and the
+// RNGs. Over estimators: GAE has a critic, GRPO does not; gae_kl_loss adds the KL loss, whose
+// reference policy must come back too (not be rebuilt from the resumed actor).
+class PpoResume : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PpoResume, ResumeIsExact) {
+  const bool kl = GetParam() == "gae_kl_loss";
+  const std::string est = kl ? "actor_rollout_ref.actor.use_kl_loss=true"
+                             : "algorithm.adv_estimator=" + GetParam();
+  const std::string straight = fresh_dir("straight_" + GetParam());
+  const std::string resumed = fresh_dir("resumed_" + GetParam());
+  {
+    PpoTrainer t(small_job(straight, {est, "trainer.total_training_steps=4", "trainer.save_freq=-1",
+                                      "trainer.resume_mode=disable"}),
+                 nullptr);
+    t.fit();
+  }
+  {
+    PpoTrainer t(small_job(resumed, {est, "trainer.total_training_steps=2", "trainer.save_freq=2",
+                                     "trainer.resume_mode=auto"}),
+                 nullptr);
+    EXPECT_EQ(t.fit().steps, 2);
+  }
+  ASSERT_TRUE(fs::exists(resumed + "/global_step_2/actor/model.pt"));
+  {
+    PpoTrainer t(small_job(resumed, {est, "trainer.total_training_steps=4", "trainer.save_freq=-1",
+                                     "trainer.resume_mode=auto"}),
+                 nullptr);
+    EXPECT_EQ(t.fit().steps, 4);
+  }
+  const auto a = read_jsonl(straight + "/metrics.jsonl");
+  const auto b = read_jsonl(resumed + "/metrics.jsonl");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);  // steps 1-2 from the first part, 3-4 from the resumed one
+  int compared = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(a[i]["step"], b[i]["step"]);
+    for (const auto& [key, va] : a[i].items()) {
+      if (key == "step" || is_timing(key) || !va.is_number()) continue;
+      ASSERT_TRUE(b[i].contains(key)) << key;
+      EXPECT_NEAR(va.get<double>(), b[i][key].get<double>(), 1e-6)
+          << "step " << a[i]["step"] << ": " << key;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 40);
+}
+
+INSTANTIATE_TEST_SUITE_P(Estimators, PpoResume, ::testing::Values("gae", "grpo", "gae_kl_loss"));
+
+}  // namespace
+}  // namespace verl::trainer
