@@ -35,13 +35,17 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(var + self.eps) * self.weight
 
 
-def rope(x, pos, theta):
-    # x [B, H, T, D], pos [B, T]
-    d = x.shape[-1]
+def rope_tables(pos, d, theta):
+    # cos/sin [B, 1, T, D] for positions [B, T]; computed once per forward, shared by the layers
     inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
     ang = pos.float().unsqueeze(-1) * inv  # [B, T, D/2]
-    cos = torch.cat([ang.cos(), ang.cos()], -1).unsqueeze(1)
-    sin = torch.cat([ang.sin(), ang.sin()], -1).unsqueeze(1)
+    ang = torch.cat([ang, ang], -1).unsqueeze(1)
+    return ang.cos(), ang.sin()
+
+
+def rope(x, cos, sin):
+    # x [B, H, T, D]
+    d = x.shape[-1]
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
     rot = torch.cat([-x2, x1], -1)
     return x * cos + rot * sin
@@ -57,12 +61,12 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(c.hidden, self.kv * self.d, bias=False)
         self.o_proj = nn.Linear(self.h * self.d, c.hidden, bias=False)
 
-    def forward(self, x, pos, key_mask, cache=None):
+    def forward(self, x, rot, blocked, cache=None):
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.h, self.d).transpose(1, 2)
         k = self.k_proj(x).view(b, t, self.kv, self.d).transpose(1, 2)
         v = self.v_proj(x).view(b, t, self.kv, self.d).transpose(1, 2)
-        q, k = rope(q, pos, self.theta), rope(k, pos, self.theta)
+        q, k = rope(q, *rot), rope(k, *rot)
         if cache is not None:
             if cache[0] is not None:
                 k = torch.cat([cache[0], k], 2)
@@ -72,10 +76,7 @@ class Attention(nn.Module):
         k = k.repeat_interleave(rep, 1)
         v = v.repeat_interleave(rep, 1)
         s = q @ k.transpose(-1, -2) / math.sqrt(self.d)  # [B, H, t, T]
-        total = k.shape[2]
-        causal = torch.ones(t, total, dtype=torch.bool).tril(total - t)
-        allowed = causal.unsqueeze(0) & key_mask[:, None, :].bool()  # [B, t, T]
-        s = s.masked_fill(~allowed.unsqueeze(1), -1e9)
+        s = s.masked_fill(blocked, -1e9)
         o = torch.softmax(s, -1) @ v
         return self.o_proj(o.transpose(1, 2).reshape(b, t, self.h * self.d))
 
@@ -90,8 +91,8 @@ class Block(nn.Module):
         self.up_proj = nn.Linear(c.hidden, c.inter, bias=False)
         self.down_proj = nn.Linear(c.inter, c.hidden, bias=False)
 
-    def forward(self, x, pos, key_mask, cache=None):
-        x = x + self.self_attn(self.input_layernorm(x), pos, key_mask, cache)
+    def forward(self, x, rot, blocked, cache=None):
+        x = x + self.self_attn(self.input_layernorm(x), rot, blocked, cache)
         h = self.post_attention_layernorm(x)
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
 
@@ -105,8 +106,13 @@ class Backbone(nn.Module):
 
     def forward(self, ids, pos, key_mask, caches=None):
         x = self.embed_tokens(ids)
+        t, total = ids.shape[1], key_mask.shape[1]
+        # once per forward: rotary tables and the [B, 1, t, T] mask of keys a query may not see
+        rot = rope_tables(pos, self.layers[0].self_attn.d, self.layers[0].self_attn.theta)
+        causal = torch.ones(t, total, dtype=torch.bool).tril(total - t)
+        blocked = ~(causal.unsqueeze(0) & key_mask[:, None, :].bool()).unsqueeze(1)
         for i, layer in enumerate(self.layers):
-            x = layer(x, pos, key_mask, None if caches is None else caches[i])
+            x = layer(x, rot, blocked, None if caches is None else caches[i])
         return self.norm(x)
 
 

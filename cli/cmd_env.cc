@@ -100,9 +100,26 @@ void register_env(CLI::App& app, Context& ctx) {
     const Target target = pick_node(spec, a->node, reader);
     const std::string head = a->head.empty() ? spec.at("head").at("host").get<std::string>() : a->head;
     const auto facts = launcher::read_node_facts(reader, head);
-    const auto plan = launcher::compute_env(facts, spec.contains("env") ? spec.at("env") : Json::object());
+    // The env's and the container's problems are reported together, as every config error is.
+    std::string problems, hints;
+    auto collect = [&](const Error& e) {
+      problems += (problems.empty() ? "" : "\n") + std::string(e.what());
+      hints += (hints.empty() ? "" : "; ") + e.hint();
+    };
+    launcher::EnvPlan plan;
+    launcher::ContainerConfig container;
+    try {
+      plan = launcher::compute_env(facts, spec.contains("env") ? spec.at("env") : Json::object());
+    } catch (const Error& e) {
+      collect(e);
+    }
+    try {
+      container = launcher::container_config(spec);
+    } catch (const Error& e) {
+      collect(e);
+    }
+    if (!problems.empty()) throw Error(ExitCode::kInvalidConfig, problems, hints);
 
-    const auto container = launcher::container_config(spec);
     std::vector<std::string> run_line;
     if (container.runtime != launcher::ContainerRuntime::kNone) {
       launcher::ContainerHost host;

@@ -29,7 +29,7 @@ std::string hostname() {
   return host;
 }
 
-[[noreturn]] void rejected(const AgentOptions& o, const HeadResponse& r) {
+[[noreturn]] void rejected(const AgentOptions& o) {
   throw Error(ExitCode::kFailure,
               "the head at " + o.head.url() + " rejected node " + o.node_name + "'s token (HTTP 401)",
               "the cluster was brought up again with a new token; this agent is left over");
@@ -85,7 +85,7 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
         return AgentExit::kShutdown;
       }
     }
-    if (r && r->status == 401) rejected(o, *r);
+    if (r && r->status == 401) rejected(o);
     if (r && r->status >= 200 && r->status < 300) {
       last_contact = Clock::now();
       last_error.clear();

@@ -1,5 +1,9 @@
 #include "launcher/cluster.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -153,6 +157,28 @@ int stop_leftovers(Backend& backend, const std::vector<ProcessRecord>& recorded,
   return stopped;
 }
 
+// One up or down of a cluster at a time: an flock on <dir>/lock, held until the operation ends
+// (O_CLOEXEC: the daemons it starts do not inherit it).
+class StateLock {
+ public:
+  StateLock(const std::string& dir, const std::string& name) {
+    const std::string path = dir + "/lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw Error(ExitCode::kFailure, "cannot open " + path, "check the state directory's permissions");
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw Error(ExitCode::kFailure, "another 'verlctl up' or 'verlctl down' of cluster '" + name + "' is running",
+                  "wait for it to finish, then try again");
+    }
+  }
+  ~StateLock() { ::close(fd_); }
+  StateLock(const StateLock&) = delete;
+  StateLock& operator=(const StateLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 void rotate_log(const std::string& path) {
   std::error_code ec;
   if (fs::exists(path, ec)) fs::rename(path, path + ".1", ec);
@@ -176,6 +202,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
   const Json& spec = plan.spec;
   const std::string name = spec.at("name").get<std::string>();
   files::state_dir(name, /*create=*/true);
+  const StateLock lock(plan.state_dir, name);
   const StatePaths paths(plan.state_dir);
   auto backend = make_backend(spec, plan.state_dir, o.exe);
   const auto deadline = Clock::now() + o.timeout;
@@ -277,6 +304,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         throw Error(ExitCode::kFailure, "another cluster's head answers at " + address.url() + " (it rejects our token)",
                     "pick another port with head.dashboard_port=PORT, or 'verlctl down' that cluster");
       }
+      if (r) error = "HTTP " + std::to_string(r->status);
       check_alive(head, "starting (before it answered at " + address.url() + ")");
       if (Clock::now() >= deadline)
         throw Error(ExitCode::kTimedOut,
@@ -359,6 +387,7 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
   if (!fs::is_directory(dir, ec))
     throw Error(ExitCode::kFailure, "no cluster '" + name + "' (nothing under " + dir + ")",
                 "the clusters are the directories under " + files::state_root() + "; pick one with --name");
+  const StateLock lock(dir, name);
   auto state = read_state(paths);
   Json spec;
   try {

@@ -36,7 +36,7 @@ void docker_like(std::vector<std::string>& argv, const ContainerConfig& c, const
   argv.insert(argv.end(), {"run", "--rm", "--network", "host"});
   if (c.shm_size == "host") argv.insert(argv.end(), {"--ipc", "host"});
   else argv.insert(argv.end(), {"--shm-size", c.shm_size});
-  
+  argv.insert(argv.end(), {"--ulimit", "memlock=-1"});
   if (host.infiniband) argv.insert(argv.end(), {"--device", "/dev/infiniband"});
   if (host.gpus) {
     if (podman) argv.insert(argv.end(), {"--device", "nvidia.com/gpu=all"});

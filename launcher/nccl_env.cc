@@ -71,7 +71,7 @@ void add_ib(EnvPlan& plan, const NodeFacts& facts) {
   std::string reason = "the ACTIVE ports under " + where + ": " + join(described, ", ");
   if (!left_out.empty()) reason += "; left out: " + join(left_out, ", ");
   reason += "; the leading '=' makes NCCL match the names exactly, not as prefixes (mlx5_1 would also match mlx5_10)";
-  add(plan, "NCCL_IB_HCA", "" + join(names, ","), reason, EnvSource::kDetected);
+  add(plan, "NCCL_IB_HCA", "=" + join(names, ","), reason, EnvSource::kDetected);
 
   std::vector<const HcaPort*> roce;
   for (const auto* p : active)
@@ -177,7 +177,7 @@ const char* source_name(EnvSource source) {
 
 std::optional<int> roce_v2_ipv4_gid_index(const HcaPort& port) {
   for (const auto& g : port.gids)  // sorted by index
-    if (g.gid.rfind(kIpv4MappedPrefix, 0) == 0) return g.index;
+    if (g.type == "RoCE v2" && g.gid.rfind(kIpv4MappedPrefix, 0) == 0) return g.index;
   return std::nullopt;
 }
 

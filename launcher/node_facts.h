@@ -4,9 +4,10 @@
 // from to reach the head.
 //
 // Everything that touches the OS sits behind NodeFactsReader, so that tests can fake it whole
-// (FakeReader in the tests) or run SystemReader on a fake sysfs tree in a temp dir. read_*
-// functions never throw: what cannot be read counts as absent, and the reason lands in
-// NodeFacts::notes so that `verlctl env` can say why a value is missing. Thread-compatible.
+// or in part (a SystemReader on a fake sysfs tree in a temp dir, with a fake network). read_*
+// functions never throw: what cannot be read counts as absent, and a head without a route
+// lands in NodeFacts::notes so that `verlctl env` can say why a value is missing.
+// Thread-compatible.
 #pragma once
 
 #include <optional>

@@ -71,6 +71,14 @@ TEST(EnvCommand, ContainerRuntimeWithoutImageExits3) {
   EXPECT_NE(r.err.find("container.image"), std::string::npos) << r.err;
 }
 
+TEST(EnvCommand, EnvAndContainerProblemsAreReportedTogether) {
+  FakeSysfs sys("cliboth");
+  const Outcome r = verlctl({"env", "--sysfs-root", sys.root(), "env.X=[1]", "container.runtime=docker"});
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("env.X: expected a string"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("container.image"), std::string::npos) << r.err;
+}
+
 class EnvCommandSpec : public ::testing::Test {
  protected:
   void SetUp() override {

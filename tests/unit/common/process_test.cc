@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -93,6 +95,30 @@ TEST(Process, ChildWritesToLogFile) {
   std::string all((std::istreambuf_iterator<char>(in)), {});
   EXPECT_NE(all.find("one"), std::string::npos);
   EXPECT_NE(all.find("two"), std::string::npos);
+}
+
+TEST(Process, NewSessionChildLeadsItsOwnSessionAndGroup) {
+  Options o;
+  o.group = Options::Group::kNewSession;
+  auto c = Child::spawn({"sleep", "30"}, o);
+  EXPECT_EQ(getsid(c.pid()), c.pid());
+  EXPECT_EQ(getpgid(c.pid()), c.pid());
+  EXPECT_NE(getsid(c.pid()), getsid(0));
+  auto r = c.stop(std::chrono::milliseconds(500));  // stop() reaches it as a group leader too
+  EXPECT_EQ(r.signal, SIGTERM);
+}
+
+TEST(Process, ReleasedChildOutlivesItsChildObject) {
+  pid_t pid = -1;
+  {
+    auto c = Child::spawn({"sleep", "30"});
+    pid = c.release();
+    EXPECT_FALSE(c.running());
+  }  // the destructor of a released Child stops nothing
+  EXPECT_EQ(::kill(pid, 0), 0) << "a released child must keep running";
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
 }
 
 TEST(Quote, RoundTripsThroughAShell) {

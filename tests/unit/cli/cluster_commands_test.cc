@@ -1,0 +1,93 @@
+// up/down/status/head/agent as the command line parses them, in-process: what needs no running
+// cluster (dry run, usage errors, exit codes). The live run is tests/integration/local_cluster_test.sh.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "cli/app.h"
+
+namespace verl::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct Ran {
+  int code;
+  std::string out, err;
+};
+
+class ClusterCommands : public ::testing::Test {
+ protected:
+  ClusterCommands() : home_(fs::temp_directory_path() / ("verl_cli_home_" + std::to_string(::getpid()))) {
+    ::setenv("VERLCTL_HOME", home_.c_str(), 1);
+  }
+  ~ClusterCommands() override {
+    ::unsetenv("VERLCTL_HOME");
+    fs::remove_all(home_);
+  }
+  Ran verlctl(std::vector<std::string> args) {
+    args.insert(args.begin(), "verlctl");
+    std::ostringstream out, err;
+    const int code = run(args, out, err);
+    return {code, out.str(), err.str()};
+  }
+  fs::path home_;
+};
+
+TEST_F(ClusterCommands, DryRunJsonListsTheHeadAndEachAgent) {
+  const auto r = verlctl({"up", "--local", "2", "--name", "c", "--dry-run", "-o", "json", "head.dashboard_port=18001",
+                          "head.store_port=18002"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["dry_run"], true);
+  EXPECT_EQ(j["name"], "c");
+  ASSERT_EQ(j["daemons"].size(), 3u);
+  EXPECT_EQ(j["daemons"][0]["role"], "head");
+  EXPECT_EQ(j["daemons"][2]["node"], "node-1");
+  EXPECT_EQ(j["daemons"][1]["argv"][1], "agent");
+  EXPECT_FALSE(fs::exists(home_ / "c")) << "a dry run writes nothing";
+}
+
+TEST_F(ClusterCommands, DryRunTextIsRunnableCommandLines) {
+  const auto r = verlctl({"up", "--local", "1", "--dry-run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(" head --state-dir " + (home_ / "local").string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" agent --head 127.0.0.1:8265 --token-file "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("environment"), std::string::npos);
+}
+
+TEST_F(ClusterCommands, LocalZeroIsAUsageError) {
+  EXPECT_EQ(verlctl({"up", "--local", "0", "--dry-run"}).code, 2);
+}
+
+TEST_F(ClusterCommands, SshBackendIsNotCompiledIn) {
+  const auto r = verlctl({"up", "--dry-run", "backend=ssh", "nodes=[{host: 10.0.0.2}]"});
+  EXPECT_EQ(r.code, 6);
+  EXPECT_NE(r.err.find("the ssh backend is not implemented in this build"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterCommands, StatusWithoutAClusterExits4WithAHint) {
+  const auto r = verlctl({"status", "--name", "ghost"});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_NE(r.err.find("ghost"), std::string::npos);
+  EXPECT_NE(r.err.find("hint: "), std::string::npos);
+}
+
+TEST_F(ClusterCommands, DownWithoutAClusterIsAFailureNamingIt) {
+  const auto r = verlctl({"down", "--name", "ghost"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no cluster 'ghost'"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterCommands, InternalCommandsNeedTheirFlags) {
+  EXPECT_EQ(verlctl({"head"}).code, 2);
+  EXPECT_EQ(verlctl({"agent", "--head", "127.0.0.1:1"}).code, 2);
+  const auto help = verlctl({"--help"});
+  EXPECT_NE(help.out.find("Internal"), std::string::npos) << "head/agent are listed as internal";
+}
+
+}  // namespace
+}  // namespace verl::cli
