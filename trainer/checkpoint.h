@@ -7,8 +7,9 @@
 //       critic/model.pt  critic/optim.pt     (only when the run has a critic)
 //       ref/model.pt                         (only when passed: the reference policy, which a
 //                                            resumed run cannot rebuild from the resumed actor)
-//       rng.pt                               the torch default CPU generator (and CUDA's when
-//                                            present) + the rollout sampling generator
+//       rng.pt                               the torch default CPU generator + the rollout
+//                                            sampling generator when passed (CUDA generators
+//                                            are not saved: nothing here samples from them)
 //       trainer_state.json                   step, data order (epoch, position, seed), the KL
 //                                            coefficient, free-form extras
 //

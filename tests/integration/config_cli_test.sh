@@ -28,8 +28,10 @@ check "show applies overrides" 'python3 -c "import json,sys; d=json.loads(sys.ar
 
 "$v" config lint trainer.nnodes=4 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 critic.ppo_micro_batch_size_per_gpu=8 >/dev/null 2>&1
 check "lint warns but exits 0" '[ $? -eq 0 ]'
-"$v" config lint --strict trainer.nnodes=4 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 critic.ppo_micro_batch_size_per_gpu=8 >/dev/null 2>&1
+"$v" config lint --strict trainer.nnodes=4 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 critic.ppo_micro_batch_size_per_gpu=8 actor_rollout_ref.rollout.gpu_memory_utilization=0.5 >/dev/null 2>&1
 check "lint --strict exits 5 on warnings" '[ $? -eq 5 ]'
+"$v" config lint --strict >/dev/null 2>&1
+check "the default job lints clean" '[ $? -eq 0 ]'
 
 "$v" config show --no-such-option >/dev/null 2>&1
 check "unknown option exits 2" '[ $? -eq 2 ]'

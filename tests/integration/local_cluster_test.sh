@@ -78,6 +78,16 @@ check "second up keeps the same pids" '[ "$(pids)" = "$before" ]'
 allalive=1; for p in $before; do alive "$p" || allalive=0; done
 check "second up killed nothing" '[ $allalive -eq 1 ]'
 
+# One up/down of a cluster at a time: a held lock is refused, not waited on.
+if command -v flock >/dev/null; then
+  flock "$dir/lock" sleep 3 & holder=$!
+  sleep 0.3
+  "$v" down --name "$name" >/dev/null 2>"$VERLCTL_HOME/lock.err"; rc=$?
+  check "down while another up/down runs is refused" '[ $rc -eq 1 ] && grep -q "is running" "$VERLCTL_HOME/lock.err"'
+  check "and stops nothing" '[ "$(node_state node-0)" = alive ]'
+  kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+fi
+
 # A backend that is not in this build.
 "$v" up --name "$name-ssh" backend=ssh 'nodes=[{host: 10.9.9.9}]' >/dev/null 2>"$VERLCTL_HOME/ssh.err"; rc=$?
 check "ssh backend exits 6 naming it" '[ $rc -eq 6 ] && grep -q "ssh backend" "$VERLCTL_HOME/ssh.err"'
