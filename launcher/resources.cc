@@ -61,8 +61,15 @@ Resources resources_from_json(const nlohmann::ordered_json& j) {
     if (j.contains("gpu_names")) r.gpu_names = j.at("gpu_names").get<std::vector<std::string>>();
     if (j.contains("ib_ports"))
       for (const auto& p : j.at("ib_ports"))
-        r.ib_ports.push_back({p.at("device").get<std::string>(), p.at("port").get<int>(),
-                              p.value("state", ""), p.value("rate", ""), p.value("link_layer", "")});
+      {
+        HcaPort port;
+        port.device = p.at("device").get<std::string>();
+        port.port = p.at("port").get<int>();
+        port.state = p.value("state", "");
+        port.rate = p.value("rate", "");
+        port.link_layer = p.value("link_layer", "");
+        r.ib_ports.push_back(port);
+      }
     if (r.cpus < 0 || r.memory_bytes < 0 || r.gpus < 0) throw std::invalid_argument("negative count");
     return r;
   } catch (const std::exception& e) {
@@ -111,34 +118,6 @@ int count_proc_nvidia_gpus(const std::string& proc_root) {
   return n;
 }
 
-std::vector<IbPort> read_ib_ports(const std::string& sys_root) {
-  std::vector<IbPort> ports;
-  std::error_code ec;
-  const fs::path root = fs::path(sys_root) / "class/infiniband";
-  if (!fs::is_directory(root, ec)) return ports;
-  for (const auto& dev : fs::directory_iterator(root, ec)) {
-    const fs::path pdir = dev.path() / "ports";
-    if (!fs::is_directory(pdir, ec)) continue;
-    for (const auto& p : fs::directory_iterator(pdir, ec)) {
-      IbPort port;
-      port.device = dev.path().filename().string();
-      try {
-        port.port = std::stoi(p.path().filename().string());
-      } catch (const std::exception&) {
-        continue;
-      }
-      port.state = read_trimmed(p.path() / "state");
-      port.rate = read_trimmed(p.path() / "rate");
-      port.link_layer = read_trimmed(p.path() / "link_layer");
-      ports.push_back(port);
-    }
-  }
-  std::sort(ports.begin(), ports.end(), [](const IbPort& a, const IbPort& b) {
-    return a.device != b.device ? a.device < b.device : a.port < b.port;
-  });
-  return ports;
-}
-
 Resources detect_resources(const ResourceRoots& roots) {
   Resources r;
   r.cpus = cpu_count();
@@ -160,7 +139,8 @@ Resources detect_resources(const ResourceRoots& roots) {
   }
   r.gpus = static_cast<int>(r.gpu_names.size());
   if (r.gpus == 0) r.gpus = count_proc_nvidia_gpus(roots.proc);
-  r.ib_ports = read_ib_ports(roots.sys);
+  r.ib_ports = read_hca_ports(roots.sys);
+  for (auto& p : r.ib_ports) p.gids.clear();  // the registry needs the ports, not their GID tables
   return r;
 }
 

@@ -11,22 +11,16 @@
 #include <string>
 #include <vector>
 
-namespace verl::launcher {
+#include "launcher/node_facts.h"
 
-struct IbPort {
-  std::string device;      // mlx5_0
-  int port = 0;            // 1-based, as in sysfs
-  std::string state;       // "4: ACTIVE"
-  std::string rate;        // "200 Gb/sec (4X HDR)"
-  std::string link_layer;  // InfiniBand | Ethernet
-};
+namespace verl::launcher {
 
 struct Resources {
   int cpus = 0;                         // CPUs this process may run on
   int64_t memory_bytes = 0;             // MemTotal
   int gpus = 0;
   std::vector<std::string> gpu_names;   // as nvidia-smi -L names them; may be empty when gpus > 0
-  std::vector<IbPort> ib_ports;
+  std::vector<HcaPort> ib_ports;       // read_hca_ports() (launcher/node_facts.h), GIDs left out
 };
 
 nlohmann::ordered_json to_json(const Resources& r);
@@ -46,7 +40,6 @@ int cpu_count();                                         // sched_getaffinity, e
 int64_t parse_meminfo_total(const std::string& text);    // bytes of MemTotal; 0 when absent
 std::vector<std::string> parse_nvidia_smi_list(const std::string& text);  // "GPU 0: NAME (UUID: ..)"
 int count_proc_nvidia_gpus(const std::string& proc_root);                 // proc/driver/nvidia/gpus/*
-std::vector<IbPort> read_ib_ports(const std::string& sys_root);           // sys/class/infiniband/*/ports/*
 
 // "7.8 GiB"
 std::string format_bytes(int64_t bytes);

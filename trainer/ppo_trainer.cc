@@ -190,6 +190,7 @@ void PpoTrainer::maybe_save(int64_t step, bool force) {
     parts.critic = critic_.ptr().get();
     parts.critic_optim = critic_optim_.get();
   }
+  if (ref_) parts.ref = ref_.ptr().get();
   TrainerState state;
   state.global_step = step;
   state.data.epoch = sampler_->state().epoch;
@@ -296,7 +297,12 @@ MetricMap PpoTrainer::sft_step() {
   set_lr(*actor_optim_, config_.trainer.sft_lr > 0 ? config_.trainer.sft_lr : config_.actor.optim.lr);
   actor_optim_->zero_grad();
   const int64_t micro = config_.actor.ppo_micro_batch_size_per_gpu;
-  const double tokens = item(batch.response_mask.sum());
+  // Normalised by the mean token count per rank over ALL ranks, so that the averaged gradient
+  // is the token-mean gradient of the global batch (as one rank holding it would compute).
+  auto token_count = batch.response_mask.sum().to(torch::kFloat64).to(torch::kCPU).reshape({1});
+  const double local_tokens = token_count.item<double>();
+  if (dist_) dist_->all_reduce_sum(token_count);
+  const double tokens = token_count.item<double>() / static_cast<double>(world());
   double loss_sum = 0, correct = 0;
   for (int64_t s = 0; s < per; s += micro) {
     const int64_t k = std::min(micro, per - s);
@@ -318,7 +324,7 @@ MetricMap PpoTrainer::sft_step() {
   actor_optim_->zero_grad();
   ++sft_steps_done_;
   m["sft/loss"] = loss_sum;
-  m["sft/token_acc"] = correct / std::max(tokens, 1.0);
+  m["sft/token_acc"] = correct / std::max(local_tokens, 1.0);
   m["sft/grad_norm"] = grad_norm;
   m["timing_s/sft"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   reduce(m);
@@ -653,6 +659,12 @@ FitResult PpoTrainer::fit() {
     parts.critic = critic_.ptr().get();
     parts.critic_optim = critic_optim_.get();
   }
+  // The reference is part of the checkpoint: a resumed run must get back the post-SFT policy,
+  // not a copy of the resumed actor. Built here so that load() has a module to fill.
+  if (config_.use_reference()) {
+    ref_ = make_reference(actor_, ref_device_);
+    parts.ref = ref_.ptr().get();
+  }
   const auto resume_dir = ckpt_->resolve_resume(parse_resume_mode(t.resume_mode), t.resume_from_path.value_or(""));
   if (resume_dir) {
     const auto st = ckpt_->load(*resume_dir, parts);
@@ -692,10 +704,8 @@ FitResult PpoTrainer::fit() {
                   << " s, loss " << last["sft/loss"] << ", token acc " << last["sft/token_acc"];
     }
   }
-  after_sft();
-  if (resumed_from >= 0 && config_.use_reference() && t.sft_warmup_steps > 0) {
-    log::Warn() << "resumed run: the reference policy is the resumed actor, not the post-SFT one";
-  }
+  // A resumed run has its reference and critic in the checkpoint.
+  if (resumed_from < 0) after_sft();
   if (t.val_before_train && global_step_ == 0) {
     const auto v0 = std::chrono::steady_clock::now();
     auto v = validate();

@@ -16,7 +16,7 @@ Resources two_cpus() {
   r.memory_bytes = int64_t{8} << 30;
   r.gpus = 1;
   r.gpu_names = {"NVIDIA H200"};
-  r.ib_ports = {{"mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand"}};
+  r.ib_ports = {{"mlx5_0", 1, "4: ACTIVE", "InfiniBand", "400 Gb/sec (4X NDR)", {}}};
   return r;
 }
 
