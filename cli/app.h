@@ -41,5 +41,6 @@ void register_status(CLI::App& app, Context& ctx);
 void register_head(CLI::App& app, Context& ctx);
 void register_agent(CLI::App& app, Context& ctx);
 void register_env(CLI::App& app, Context& ctx);
+void register_probe(CLI::App& app, Context& ctx);
 
 }  // namespace verl::cli

@@ -1,0 +1,179 @@
+// gpu: the NVIDIA GPUs this machine has, their model and memory, the driver and the CUDA
+// runtime. A node the spec gives GPUs (nodes[].gpus, slurm.gpus_per_node) fails without them;
+// any other node without a GPU is skipped.
+#include "probes/gpu_probe.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+
+#include "probes/probes.h"
+
+namespace verl::probes {
+
+namespace {
+
+// One dlopen'ed library, closed on destruction.
+class Library {
+ public:
+  explicit Library(std::initializer_list<const char*> names) {
+    for (const char* n : names) {
+      handle_ = ::dlopen(n, RTLD_NOW | RTLD_LOCAL);
+      if (handle_) return;
+      const char* e = ::dlerror();
+      if (error_.empty()) error_ = e ? e : n;
+    }
+  }
+  ~Library() {
+    if (handle_) ::dlclose(handle_);
+  }
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+  explicit operator bool() const { return handle_ != nullptr; }
+  const std::string& error() const { return error_; }
+  template <typename F>
+  F get(const char* symbol) const {
+    return handle_ ? reinterpret_cast<F>(::dlsym(handle_, symbol)) : nullptr;
+  }
+
+ private:
+  void* handle_ = nullptr;
+  std::string error_;
+};
+
+// The NVML types and calls used, as nvml.h declares them (a stable C ABI).
+struct NvmlMemory {
+  unsigned long long total, free, used;
+};
+using NvmlDevice = void*;
+
+void read_nvml(GpuInfo& info, std::string& why) {
+  Library nvml({"libnvidia-ml.so.1"});
+  if (!nvml) {
+    why = "libnvidia-ml.so.1: not found (no NVIDIA driver)";
+    return;
+  }
+  auto init = nvml.get<int (*)()>("nvmlInit_v2");
+  auto shutdown = nvml.get<int (*)()>("nvmlShutdown");
+  auto count = nvml.get<int (*)(unsigned*)>("nvmlDeviceGetCount_v2");
+  auto handle = nvml.get<int (*)(unsigned, NvmlDevice*)>("nvmlDeviceGetHandleByIndex_v2");
+  auto name = nvml.get<int (*)(NvmlDevice, char*, unsigned)>("nvmlDeviceGetName");
+  auto memory = nvml.get<int (*)(NvmlDevice, NvmlMemory*)>("nvmlDeviceGetMemoryInfo");
+  auto driver = nvml.get<int (*)(char*, unsigned)>("nvmlSystemGetDriverVersion");
+  auto cuda = nvml.get<int (*)(int*)>("nvmlSystemGetCudaDriverVersion");
+  if (!init || !shutdown || !count || !handle) {
+    why = "libnvidia-ml.so.1: lacks nvmlInit_v2/nvmlDeviceGetCount_v2";
+    return;
+  }
+  if (int rc = init(); rc != 0) {
+    why = "nvmlInit: error " + std::to_string(rc);
+    return;
+  }
+  char buf[96] = {};
+  if (driver && driver(buf, sizeof buf) == 0) info.driver_version = buf;
+  int v = 0;
+  if (cuda && cuda(&v) == 0) info.cuda_driver = cuda_version_string(v);
+  unsigned n = 0;
+  if (count(&n) != 0) n = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    GpuDevice d;
+    d.name = "unknown";
+    NvmlDevice dev = nullptr;
+    if (handle(i, &dev) == 0) {
+      char nm[96] = {};
+      if (name && name(dev, nm, sizeof nm) == 0) d.name = nm;
+      NvmlMemory m{};
+      if (memory && memory(dev, &m) == 0) d.memory_gib = static_cast<double>(m.total) / kGiB;
+    }
+    info.devices.push_back(d);
+  }
+  if (n == 0) why = "NVML: no device";
+  shutdown();
+}
+
+// libcudart: the runtime version, and the devices CUDA sees (CUDA_VISIBLE_DEVICES applies).
+void read_cudart(GpuInfo& info, std::string& why) {
+  Library rt({"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"});
+  if (!rt) {
+    why = "libcudart: not found";
+    return;
+  }
+  auto runtime = rt.get<int (*)(int*)>("cudaRuntimeGetVersion");
+  auto driver = rt.get<int (*)(int*)>("cudaDriverGetVersion");
+  auto count = rt.get<int (*)(int*)>("cudaGetDeviceCount");
+  auto error = rt.get<const char* (*)(int)>("cudaGetErrorString");
+  int v = 0;
+  if (runtime && runtime(&v) == 0) info.cuda_runtime = cuda_version_string(v);
+  if (info.cuda_driver.empty() && driver && driver(&v) == 0 && v > 0) info.cuda_driver = cuda_version_string(v);
+  int n = 0;
+  if (!count) return;
+  if (int rc = count(&n); rc != 0) {
+    why = std::string("cudaGetDeviceCount: ") + (error ? error(rc) : ("error " + std::to_string(rc)).c_str());
+    return;
+  }
+  if (info.devices.empty())
+    for (int i = 0; i < n; ++i) info.devices.push_back({"unknown", std::nullopt});
+  if (n == 0) why = "cudaGetDeviceCount: 0 devices";
+}
+
+}  // namespace
+
+std::string cuda_version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+GpuInfo DlopenGpuSource::query() const {
+  GpuInfo info;
+  std::string nvml_why, cudart_why;
+  read_nvml(info, nvml_why);
+  read_cudart(info, cudart_why);
+  if (info.devices.empty()) info.why_none = nvml_why + "; " + cudart_why;
+  return info;
+}
+
+int expected_gpus(const Json& spec) {
+  int n = 0;
+  if (spec.contains("nodes") && spec.at("nodes").is_array())
+    for (const auto& node : spec.at("nodes"))
+      if (node.is_object() && node.contains("gpus") && node.at("gpus").is_number_integer())
+        n = std::max(n, node.at("gpus").get<int>());
+  if (const Json* s = spec.contains("slurm") ? &spec.at("slurm") : nullptr;
+      s && s->contains("gpus_per_node") && s->at("gpus_per_node").is_number_integer())
+    n = std::max(n, s->at("gpus_per_node").get<int>());
+  return n;
+}
+
+Probe gpu_probe() {
+  Probe p;
+  p.descriptor = {"gpu", "NVIDIA GPUs by dlopen of libnvidia-ml.so.1 and libcudart: count, model, memory, versions",
+                  {{"count", "GPUs", Bound::kNone, ""}, {"memory", "GiB", Bound::kNone, ""}}};
+  p.run = [](const Context& ctx) {
+    const DlopenGpuSource real;
+    const GpuInfo info = (ctx.gpus ? ctx.gpus : &real)->query();
+    const int want = expected_gpus(ctx.spec);
+    const int have = static_cast<int>(info.devices.size());
+    std::string versions = "driver " + (info.driver_version.empty() ? "unknown" : info.driver_version) +
+                           ", CUDA runtime " + (info.cuda_runtime.empty() ? "not found" : info.cuda_runtime);
+    if (!info.cuda_driver.empty()) versions += ", driver supports CUDA " + info.cuda_driver;
+    std::vector<Measurement> out;
+    if (have == 0) {
+      if (want > 0)
+        out.push_back({"count", 0.0, "the spec gives this node " + std::to_string(want) + " GPUs, found none (" +
+                                         info.why_none + ")", Status::kFail});
+      else
+        out.push_back({"count", 0.0, "skipped: no CUDA device (" + info.why_none + ")", Status::kSkipped});
+      return out;
+    }
+    if (have < want)
+      out.push_back({"count", static_cast<double>(have),
+                     "the spec gives this node " + std::to_string(want) + " GPUs; " + versions, Status::kFail});
+    else
+      out.push_back({"count", static_cast<double>(have), versions, {}});
+    for (int i = 0; i < have; ++i) {
+      const GpuDevice& d = info.devices[static_cast<size_t>(i)];
+      out.push_back({"memory", d.memory_gib, "gpu " + std::to_string(i) + ": " + d.name, {}});
+    }
+    return out;
+  };
+  return p;
+}
+
+}  // namespace verl::probes

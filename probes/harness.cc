@@ -1,0 +1,169 @@
+#include "probes/harness.h"
+
+#include <cmath>
+#include <cstdio>
+#include <exception>
+
+#include "probes/probes.h"
+
+namespace verl::probes {
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::kPass: return "pass";
+    case Status::kWarn: return "warn";
+    case Status::kFail: return "fail";
+    case Status::kSkipped: return "skipped";
+  }
+  return "?";
+}
+
+const Metric* Descriptor::metric(const std::string& wanted) const {
+  for (const auto& m : metrics)
+    if (m.name == wanted) return &m;
+  return nullptr;
+}
+
+std::string Endpoint::str() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Status judge(double value, Bound bound, double threshold) {
+  switch (bound) {
+    case Bound::kNone:
+      return Status::kPass;
+    case Bound::kAtLeast:
+      if (value < threshold) return Status::kFail;
+      return value < threshold * (1 + kWarnMargin) ? Status::kWarn : Status::kPass;
+    case Bound::kAtMost:
+      if (std::fabs(value) > threshold) return Status::kFail;
+      return std::fabs(value) > threshold * (1 - kWarnMargin) ? Status::kWarn : Status::kPass;
+  }
+  return Status::kFail;
+}
+
+std::vector<Probe> local_probes() {
+  return {shm_probe(), disk_probe(), clock_probe(), ports_probe(), tcp_probe(),
+          versions_probe(), gpu_probe(), ib_probe()};
+}
+
+namespace {
+
+std::optional<double> threshold_of(const Json& spec, const std::string& key) {
+  if (key.empty() || !spec.contains("probes")) return std::nullopt;
+  const Json& p = spec.at("probes");
+  if (!p.contains(key) || !p.at(key).is_number()) return std::nullopt;
+  return p.at(key).get<double>();
+}
+
+}  // namespace
+
+std::vector<Row> run_probes(const std::vector<Probe>& probes, const Context& ctx) {
+  std::vector<Row> rows;
+  for (const auto& probe : probes) {
+    const Descriptor& d = probe.descriptor;
+    std::vector<Measurement> got;
+    try {
+      got = probe.run(ctx);
+    } catch (const std::exception& e) {
+      Row r;
+      r.node = ctx.node;
+      r.probe = d.name;
+      r.metric = d.metrics.empty() ? "" : d.metrics.front().name;
+      r.unit = d.metrics.empty() ? "" : d.metrics.front().unit;
+      r.status = Status::kFail;
+      r.detail = e.what();
+      rows.push_back(r);
+      continue;
+    }
+    for (const auto& m : got) {
+      Row r;
+      r.node = ctx.node;
+      r.probe = d.name;
+      r.metric = m.metric;
+      r.value = m.value;
+      r.detail = m.detail;
+      const Metric* spec = d.metric(m.metric);
+      if (!spec) {
+        r.status = Status::kFail;
+        r.detail = "probe " + d.name + " reported metric '" + m.metric + "' its descriptor lacks (a bug)";
+        rows.push_back(r);
+        continue;
+      }
+      r.unit = spec->unit;
+      r.bound = spec->bound;
+      r.threshold_key = spec->threshold_key;
+      r.threshold = threshold_of(ctx.spec, spec->threshold_key);
+      if (m.verdict) {
+        r.status = *m.verdict;
+      } else if (r.value && r.threshold && spec->bound != Bound::kNone) {
+        r.status = judge(*r.value, spec->bound, *r.threshold);
+      } else {
+        r.status = Status::kPass;
+      }
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+ExitCode exit_code(const std::vector<Row>& rows) {
+  for (const auto& r : rows)
+    if (r.status == Status::kFail) return ExitCode::kCheckFailed;
+  return ExitCode::kOk;
+}
+
+std::string failed_names(const std::vector<Row>& rows) {
+  std::string out;
+  for (const auto& r : rows)
+    if (r.status == Status::kFail) out += (out.empty() ? "" : ", ") + r.probe + "." + r.metric;
+  return out;
+}
+
+std::string format_value(double v) {
+  char buf[64];
+  const double a = std::fabs(v);
+  if (a >= 100 || a == 0) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else if (a >= 10) std::snprintf(buf, sizeof buf, "%.1f", v);
+  else if (a >= 1) std::snprintf(buf, sizeof buf, "%.2f", v);
+  else std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+std::vector<std::string> table_header() {
+  return {"NODE", "PROBE", "METRIC [UNIT]", "VALUE", "LIMIT", "STATUS", "DETAIL"};
+}
+
+std::vector<std::vector<std::string>> table_cells(const std::vector<Row>& rows) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& r : rows) {
+    std::string limit;
+    if (r.threshold && r.bound != Bound::kNone)
+      limit = std::string(r.bound == Bound::kAtLeast ? ">= " : "<= ") + format_value(*r.threshold);
+    out.push_back({r.node, r.probe, r.unit.empty() ? r.metric : r.metric + " [" + r.unit + "]",
+                   r.value ? format_value(*r.value) : "-", limit.empty() ? "-" : limit, status_name(r.status),
+                   r.detail});
+  }
+  return out;
+}
+
+Json to_json(const std::vector<Row>& rows) {
+  Json list = Json::array();
+  int counts[4] = {0, 0, 0, 0};
+  for (const auto& r : rows) {
+    ++counts[static_cast<int>(r.status)];
+    Json threshold = nullptr;
+    if (r.threshold && r.bound != Bound::kNone)
+      threshold = {{"key", "probes." + r.threshold_key},
+                   {"bound", r.bound == Bound::kAtLeast ? "at_least" : "at_most"},
+                   {"value", *r.threshold}};
+    list.push_back({{"node", r.node}, {"probe", r.probe}, {"metric", r.metric},
+                    {"value", r.value ? Json(*r.value) : Json(nullptr)}, {"unit", r.unit},
+                    {"threshold", threshold}, {"status", status_name(r.status)}, {"detail", r.detail}});
+  }
+  return {{"rows", list},
+          {"summary", {{"pass", counts[0]}, {"warn", counts[1]}, {"fail", counts[2]}, {"skipped", counts[3]}}}};
+}
+
+}  // namespace verl::probes
