@@ -29,7 +29,7 @@ void register_train(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("train", "Run the PPO/GRPO trainer in the foreground as one rank");
   cmd->add_option("-f,--file", args->file, "Job config YAML (default: the embedded default job)")->check(CLI::ExistingFile);
   cmd->add_option("overrides", args->overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
-  cmd->add_flag("--sft", args->sft, "Run only the supervised warm start (trainer.sft_warmup_steps steps)");
+  cmd->add_flag("--sft", args->sft, "Run only the supervised warm start (trainer.sft_warmup_steps steps, or total_training_steps when 0)");
   cmd->add_option("--rank", args->rank, "This process's rank (sets RANK)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--world-size", args->world_size, "Number of ranks (sets WORLD_SIZE)")->check(CLI::PositiveNumber);
   cmd->add_option("--local-rank", args->local_rank, "Rank within this node (sets LOCAL_RANK)")->check(CLI::NonNegativeNumber);

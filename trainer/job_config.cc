@@ -15,7 +15,7 @@ const nlohmann::json& at_path(const nlohmann::json& root, const std::string& pat
   while (std::getline(ss, part, '.')) {
     if (!node->is_object() || !node->contains(part)) {
       throw Error{ExitCode::kInvalidConfig, "job config: missing key '" + path + "'",
-                  "start from `verlctl config job` (templates/job.yaml) and override keys"};
+                  "start from `verlctl config show` (templates/job.yaml) and override keys"};
     }
     node = &(*node)[part];
   }
