@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tcp probe's loopback bandwidth against iperf3 (one TCP stream, 3 s) in the same run.
 # Usage: bench/tcp_probe_bench.sh [build-dir] [rounds] [tcp-mib]
-# (needs iperf3 and ss; scripts/setup installs iperf3.) Each round runs iperf3 and then the probe, so that
+# (needs iperf3; scripts/setup installs it.) Each round runs iperf3 and then the probe, so that
 # both see the same load; the medians and their ratio are printed. Goal: ratio within 10% of 1.
 set -euo pipefail
 build=${1:-build}
@@ -14,6 +14,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export VERLCTL_HOME="$tmp/home"  # no cluster: the probe's own loopback server is the peer
 
+# A socket in LISTEN state (0A) on 127.0.0.1:PORT, from /proc/net/tcp (no ss needed).
+listening() { grep -q "^ *[0-9]*: 0100007F:$(printf '%04X' "$1") 00000000:0000 0A" /proc/net/tcp; }
 # A free port for iperf3's server, from the kernel.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -22,7 +24,7 @@ for i in $(seq "$rounds"); do
   iperf3 -s -1 -p "$port" -B 127.0.0.1 >/dev/null 2>&1 &
   server=$!
   # Wait until it listens (a test connection would use up its one client).
-  for _ in $(seq 100); do [ -n "$(ss -Hltn "sport = :$port")" ] && break; sleep 0.05; done
+  for _ in $(seq 100); do listening "$port" && break; sleep 0.05; done
   iperf3 -c 127.0.0.1 -p "$port" -t 3 -J >"$tmp/iperf-$i.json"
   wait "$server" || true
   "$v" probe --local --tcp-mib "$mib" -o json >"$tmp/probe-$i.json" 2>/dev/null || true

@@ -42,6 +42,7 @@ Endpoint TimeServer::endpoint() const { return server_->endpoint(); }
 ClockOffset measure_clock_offset(const Endpoint& server, int exchanges, std::chrono::milliseconds timeout,
                                  const WallClock& clock) {
   Socket s = connect_to(server, timeout);
+  set_io_timeout(s.fd(), kIoTimeout);
   set_nodelay(s.fd());
   ClockOffset best;
   best.delay_ms = std::numeric_limits<double>::infinity();

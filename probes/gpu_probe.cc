@@ -109,8 +109,11 @@ void read_cudart(GpuInfo& info, std::string& why) {
   if (!count) return;
   if (int rc = count(&n); rc != 0) {
     why = std::string("cudaGetDeviceCount: ") + (error ? error(rc) : ("error " + std::to_string(rc)).c_str());
+    info.cuda_visible = 0;
+    info.cuda_error = why;
     return;
   }
+  info.cuda_visible = n;
   if (info.devices.empty())
     for (int i = 0; i < n; ++i) info.devices.push_back({"unknown", std::nullopt});
   if (n == 0) why = "cudaGetDeviceCount: 0 devices";
@@ -153,6 +156,10 @@ Probe gpu_probe() {
     std::string versions = "driver " + (info.driver_version.empty() ? "unknown" : info.driver_version) +
                            ", CUDA runtime " + (info.cuda_runtime.empty() ? "not found" : info.cuda_runtime);
     if (!info.cuda_driver.empty()) versions += ", driver supports CUDA " + info.cuda_driver;
+    // NVML counts every GPU; ranks get only those CUDA sees (CUDA_VISIBLE_DEVICES).
+    if (info.cuda_visible && *info.cuda_visible != static_cast<int>(info.devices.size()))
+      versions += "; CUDA sees " + std::to_string(*info.cuda_visible) + " (" +
+                  (info.cuda_error.empty() ? std::string("CUDA_VISIBLE_DEVICES") : info.cuda_error) + ")";
     std::vector<Measurement> out;
     if (have == 0) {
       if (want > 0)

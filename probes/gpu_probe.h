@@ -20,6 +20,8 @@ struct GpuInfo {
   std::string driver_version;   // "570.86.15"; empty when unknown
   std::string cuda_runtime;     // "13.0"; empty when libcudart is not there
   std::string cuda_driver;      // the CUDA version the driver supports; empty when unknown
+  std::optional<int> cuda_visible;  // devices CUDA sees (after CUDA_VISIBLE_DEVICES); nullopt: unknown
+  std::string cuda_error;           // why cudaGetDeviceCount failed (then cuda_visible is 0)
   std::string why_none;         // when devices is empty: what each library said
 };
 

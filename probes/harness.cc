@@ -124,7 +124,7 @@ std::string failed_names(const std::vector<Row>& rows) {
 std::string format_value(double v) {
   char buf[64];
   const double a = std::fabs(v);
-  if (a >= 100 || a == 0) std::snprintf(buf, sizeof buf, "%.0f", v);
+  if (a >= 100 || v == std::floor(v)) std::snprintf(buf, sizeof buf, "%.0f", v);  // counts stay counts
   else if (a >= 10) std::snprintf(buf, sizeof buf, "%.1f", v);
   else if (a >= 1) std::snprintf(buf, sizeof buf, "%.2f", v);
   else std::snprintf(buf, sizeof buf, "%.3g", v);

@@ -38,7 +38,8 @@ std::vector<std::string> table_header();
 std::vector<std::vector<std::string>> table_cells(const std::vector<Row>& rows);
 Json to_json(const std::vector<Row>& rows);
 
-// A value as the table shows it: 3 significant digits, no exponent ("24.0", "0.125", "1234").
+// A value as the table shows it: 3 significant digits, no exponent ("23.5", "0.125", "1234"),
+// a whole number without decimals ("1", "24").
 std::string format_value(double v);
 
 }  // namespace verl::probes

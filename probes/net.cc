@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -98,6 +99,14 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+void set_io_timeout(int fd, std::chrono::milliseconds timeout) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>(timeout.count() % 1000 * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
 void send_all(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
@@ -179,6 +188,7 @@ void LoopServer::loop() {
     if (::poll(&p, 1, /*timeout_ms=*/100) <= 0) continue;
     Socket conn(::accept4(listen_.fd(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!conn.valid()) continue;
+    set_io_timeout(conn.fd(), kIoTimeout);  // a client that stalls does not hold the server
     if (stop_) break;
     {
       std::lock_guard<std::mutex> lock(conn_mu_);

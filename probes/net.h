@@ -38,6 +38,9 @@ std::optional<Socket> try_connect(const Endpoint& to, std::chrono::milliseconds 
 Socket connect_to(const Endpoint& to, std::chrono::milliseconds timeout);
 
 void set_nodelay(int fd);
+// SO_RCVTIMEO and SO_SNDTIMEO: a peer that stops answering fails a probe instead of hanging it.
+void set_io_timeout(int fd, std::chrono::milliseconds timeout);
+constexpr std::chrono::milliseconds kIoTimeout{10000};
 // Whole buffers; throw verl::Error(failure) when the peer closes or the socket fails.
 void send_all(int fd, const void* data, size_t size);
 void recv_all(int fd, void* data, size_t size);

@@ -16,7 +16,9 @@ namespace verl::probes {
 
 namespace {
 
-constexpr size_t kChunk = 1 << 20;  // bytes per send/recv call
+// Bytes per send/recv call: iperf3's default TCP block (128 KiB), so that the two are compared
+// with the same system-call pattern; on loopback the calls, not the wire, set the rate.
+constexpr size_t kChunk = 128 << 10;
 constexpr uint64_t kMiB = 1 << 20;
 
 using Clock = std::chrono::steady_clock;
@@ -65,6 +67,7 @@ Endpoint TcpServer::endpoint() const { return server_->endpoint(); }
 
 TcpResult measure_tcp(const Endpoint& server, uint64_t bytes, int pings, std::chrono::milliseconds timeout) {
   Socket s = connect_to(server, timeout);
+  set_io_timeout(s.fd(), kIoTimeout);
   TcpResult r;
   r.bytes = bytes;
   r.pings = pings;

@@ -327,9 +327,15 @@ torch::Device parse_device(const std::string& spec, const std::string& key) {
   if (spec == "cpu") return torch::Device(torch::kCPU);
   if (spec.rfind("cuda", 0) == 0) {
     if (!torch::cuda::is_available()) {
-      throw Error{ExitCode::kInvalidConfig, "job config: key '" + key + "' is '" + spec +
-                                                "' but CUDA is not available",
-                  "use " + key + "=auto or cpu"};
+#if VERL_TORCH_HAS_CUDA
+      throw Error{ExitCode::kFailure, "job config: key '" + key + "' is '" + spec +
+                                          "' but this machine shows no CUDA device",
+                  "check nvidia-smi and CUDA_VISIBLE_DEVICES, or use " + key + "=auto or cpu"};
+#else
+      throw Error{ExitCode::kNotCompiledIn, "job config: key '" + key + "' is '" + spec +
+                                                "' but CUDA is not compiled into this build's libtorch",
+                  "use " + key + "=auto or cpu, or build against a CUDA libtorch"};
+#endif
     }
     int64_t index = 0;
     if (spec.size() > 5 && spec[4] == ':') index = std::stoll(spec.substr(5));

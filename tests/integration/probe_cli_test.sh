@@ -73,7 +73,7 @@ if "$v" up --local 1 --name "$name" head.dashboard_port=$port head.store_port=$s
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
 time.sleep(60)' "$store" &
   listener=$!
-  for _ in $(seq 100); do [ -n "$(ss -Hltn "sport = :$store" 2>/dev/null)" ] && break; sleep 0.05; done
+  for _ in $(seq 100); do grep -q "^ *[0-9]*: 0100007F:$(printf '%04X' "$store") 00000000:0000 0A" /proc/net/tcp && break; sleep 0.05; done
   out=$("$v" probe --local --tcp-mib 1 -o json $spec 2>"$tmp/err"); rc=$?
   check "with a head up, probe exits 0" '[ $rc -eq 0 ]' || cat "$tmp/err" >&2
   check "clock is measured against the head on this machine" '[ "$(field "$out" clock offset status)" = pass ] &&

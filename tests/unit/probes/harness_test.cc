@@ -100,14 +100,14 @@ TEST(RunProbes, AnUndeclaredMetricIsAFailedRow) {
 }
 
 TEST(Report, TableShowsUnitsWithTheMetricAndTheLimit) {
-  const auto rows = run_probes({fake({{"size", 24.0, "/dev/shm", {}}, {"note", std::nullopt, "v1", {}}})},
+  const auto rows = run_probes({fake({{"size", 23.5, "/dev/shm", {}}, {"note", std::nullopt, "v1", {}}})},
                                with_thresholds());
   const auto cells = table_cells(rows);
   ASSERT_EQ(cells.size(), 2u);
   ASSERT_EQ(cells[0].size(), table_header().size());
   EXPECT_EQ(cells[0][2], "size [GiB]");
-  EXPECT_EQ(cells[0][3], "24.0");
-  EXPECT_EQ(cells[0][4], ">= 10.0");
+  EXPECT_EQ(cells[0][3], "23.5");
+  EXPECT_EQ(cells[0][4], ">= 10");
   EXPECT_EQ(cells[0][5], "pass");
   EXPECT_EQ(cells[1][2], "note");
   EXPECT_EQ(cells[1][3], "-");
@@ -126,7 +126,8 @@ TEST(Report, JsonHasRowsAndASummary) {
 }
 
 TEST(Report, FormatValueKeepsThreeSignificantDigitsWithoutExponent) {
-  EXPECT_EQ(format_value(24.0), "24.0");
+  EXPECT_EQ(format_value(23.5), "23.5");
+  EXPECT_EQ(format_value(24.0), "24");  // a count of GPUs reads "1", not "1.00"
   EXPECT_EQ(format_value(1234.4), "1234");
   EXPECT_EQ(format_value(0.125), "0.125");
   EXPECT_EQ(format_value(3.14159), "3.14");

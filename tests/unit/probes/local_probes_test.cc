@@ -208,6 +208,17 @@ TEST(GpuProbe, ReportsEachDeviceAndFailsWhenFewerThanTheSpecSays) {
   EXPECT_EQ(rows[0].status, Status::kFail);
 }
 
+TEST(GpuProbe, SaysWhenCudaSeesFewerDevicesThanTheDriver) {
+  GpuInfo one;
+  one.devices = {{"NVIDIA H200", 139.8}};
+  one.cuda_visible = 0;
+  const FakeGpus gpus(one);
+  Context ctx = spec_with(Json::object());
+  ctx.gpus = &gpus;
+  const auto rows = run_probes({gpu_probe()}, ctx);
+  EXPECT_NE(rows[0].detail.find("CUDA sees 0 (CUDA_VISIBLE_DEVICES)"), std::string::npos) << rows[0].detail;
+}
+
 TEST(GpuProbe, TheRealSourceRunsOnThisMachine) {
   // With or without a GPU and its libraries, the dlopen source answers instead of crashing;
   // without a device it says why.
