@@ -784,10 +784,21 @@ void run_trainer(const nlohmann::json& config, bool sft_only) {
   Distributed dist(device);
   PpoTrainer trainer(job, &dist);
   const auto res = sft_only ? trainer.fit_sft() : trainer.fit();
-  if (dist.rank() == 0 && !res.val_scores.empty()) {
+  if (dist.rank() != 0) return;
+  if (!res.val_scores.empty()) {
     log::Info() << "done: " << res.steps << " steps, val/score/mean " << res.val_scores.front().second << " -> "
                 << res.val_scores.back().second;
+  } else {
+    log::Info() << "done: " << res.steps << " steps (no validation: trainer.test_freq and val_before_train are off)";
   }
+  const auto& t = job.trainer;
+  const bool file = std::find(t.logger.begin(), t.logger.end(), "file") != t.logger.end();
+  if (file) log::Info() << "metrics: " << t.metrics_file.value_or(t.default_local_dir + "/metrics.jsonl");
+  CheckpointManager ckpt(sft_only ? t.default_local_dir + "/sft" : t.default_local_dir, nullptr);
+  if (auto latest = ckpt.latest_step())
+    log::Info() << "checkpoints: " << ckpt.step_dir(*latest) << " (latest of " << t.default_local_dir << ")";
+  else
+    log::Info() << "checkpoints: none saved (trainer.save_freq=" << t.save_freq << ")";
 }
 
 }  // namespace verl::trainer
