@@ -79,9 +79,10 @@ TEST(PpoTrainer, DefaultJobLearns) {
   const double start = r.val_scores.front().second, end = r.val_scores.back().second;
   std::cerr << "[DefaultJobLearns] val/score/mean " << start << " -> " << end << " in " << r.steps
             << " steps, " << seconds_since(t0) << " s\n";
-  // Measured (deterministic on CPU): 0.207 -> ~0.61 (peak ~0.67); the brief's 0.8 is not reached.
+  // Measured (deterministic on CPU): 0.285 -> 0.789 in 300 steps (~165 s on 2 busy cores); it
+  // dips to ~0.6 at step 250, so the bound leaves margin. The start is 0.285 after 95 SFT steps.
   EXPECT_LT(start, 0.3);
-  EXPECT_GT(end, 0.5);
+  EXPECT_GT(end, 0.7);
 }
 
 TEST(PpoTrainer, GrpoLearns) {
