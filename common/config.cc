@@ -203,6 +203,7 @@ std::optional<Json> convert_scalar(Builder& b, const std::string& path, const YA
 }
 
 std::string closest(const std::vector<std::string>& candidates, const std::string& word);
+std::string suggest_key(Kind kind, const std::string& path);
 
 // Merges `node` into `target` (which holds the default or an earlier layer) at `path`.
 void merge(Builder& b, Json& target, const YAML::Node& node, const std::string& path,
@@ -218,25 +219,7 @@ void merge_map(Builder& b, Json& target, const YAML::Node& node, const std::stri
     (*b.locations)[child] = where;
     const Json* child_default = (dflt && dflt->is_object() && dflt->contains(key)) ? &(*dflt)[key] : nullptr;
     if (!child_default && !free_keys) {
-      std::vector<std::string> siblings;
-      if (dflt && dflt->is_object())
-        for (auto it = dflt->begin(); it != dflt->end(); ++it) siblings.push_back(join(path, it.key()));
-      std::string guess = closest(siblings, child);
-      if (guess.empty()) {
-        // Maybe the key lives elsewhere: trainer.train_batch_size -> data.train_batch_size.
-        std::vector<std::string> all;
-        std::function<void(const Json&, const std::string&)> walk = [&](const Json& j, const std::string& p) {
-          if (!j.is_object()) return;
-          for (auto it = j.begin(); it != j.end(); ++it) {
-            all.push_back(join(p, it.key()));
-            walk(it.value(), join(p, it.key()));
-          }
-        };
-        walk(defaults(b.kind), "");
-        for (const auto& a : all)
-          if (split_path(a).back() == key) { guess = a; break; }
-        if (guess.empty()) guess = closest(all, child);
-      }
+      const std::string guess = suggest_key(b.kind, child);
       b.error(child, "unknown key in " + std::string(kind_name(b.kind)),
               guess.empty() ? "to add a key the schema lacks, use +" + child + "=VALUE on the command line"
                             : "did you mean '" + guess + "'?",
@@ -359,6 +342,29 @@ std::string closest(const std::vector<std::string>& candidates, const std::strin
   return best;
 }
 
+// "Did you mean": a sibling that is spelled alike, else the same key name in another section
+// (trainer.train_batch_size -> data.train_batch_size), else any key spelled alike. "" if none.
+std::string suggest_key(Kind kind, const std::string& path) {
+  std::vector<std::string> all;
+  std::function<void(const Json&, const std::string&)> walk = [&](const Json& j, const std::string& p) {
+    if (!j.is_object()) return;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      all.push_back(join(p, it.key()));
+      walk(it.value(), join(p, it.key()));
+    }
+  };
+  walk(defaults(kind), "");
+  const auto parts = split_path(path);
+  const std::string parent = path.substr(0, path.size() - parts.back().size() - (parts.size() > 1 ? 1 : 0));
+  std::vector<std::string> siblings;
+  for (const auto& a : all)
+    if (split_path(a).size() == parts.size() && a.compare(0, parent.size(), parent) == 0) siblings.push_back(a);
+  if (std::string g = closest(siblings, path); !g.empty()) return g;
+  for (const auto& a : all)
+    if (split_path(a).back() == parts.back()) return a;
+  return closest(all, path);
+}
+
 // ---- overrides -----------------------------------------------------------------------------
 
 struct Override {
@@ -433,19 +439,7 @@ void apply_override(Builder& b, Json& root, const Override& o) {
   }
   const bool free_parent = dflt && dflt->is_object() && dflt->empty();  // env: any key goes
   if (o.op == Override::Op::kSet && !in_tree && !free_parent) {
-    std::vector<std::string> all;
-    std::function<void(const Json&, const std::string&)> walk = [&](const Json& j, const std::string& p) {
-      if (!j.is_object()) return;
-      for (auto it = j.begin(); it != j.end(); ++it) {
-        all.push_back(join(p, it.key()));
-        walk(it.value(), join(p, it.key()));
-      }
-    };
-    walk(dflt_root, "");
-    std::string guess = closest(all, o.path);
-    if (guess.empty())
-      for (const auto& a : all)
-        if (split_path(a).back() == leaf) { guess = a; break; }
+    const std::string guess = suggest_key(b.kind, o.path);
     b.error(o.path, "override '" + o.text + "': unknown key in " + kind_name(b.kind),
             guess.empty() ? "use +" + o.path + "=" + o.value + " to add a key the schema lacks"
                           : "did you mean '" + guess + "'? (or +" + o.path + "=... to add a new key)",

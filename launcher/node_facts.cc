@@ -19,15 +19,6 @@ namespace verl::launcher {
 namespace fs = std::filesystem;
 namespace {
 
-std::string read_trimmed(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
-  return s;
-}
 
 std::optional<int> to_int(const std::string& s) {
   if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), ::isdigit)) return std::nullopt;
@@ -53,6 +44,16 @@ std::string lower(std::string s) {
 }
 
 }  // namespace
+
+std::string read_trimmed(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
 
 bool HcaPort::active() const { return state.find("ACTIVE") != std::string::npos; }
 bool HcaPort::roce() const { return link_layer == "Ethernet"; }

@@ -85,6 +85,8 @@ class SystemReader : public NodeFactsReader {
 NodeFacts read_node_facts(const NodeFactsReader& reader, const std::string& head);
 
 // The ports under <sysfs_root>/class/infiniband/*/ports/*; zero GIDs (unused slots) left out.
+// A sysfs/procfs file's content without trailing newlines, spaces and NULs; "" if unreadable.
+std::string read_trimmed(const std::string& path);
 std::vector<HcaPort> read_hca_ports(const std::string& sysfs_root);
 // Entries of <sysfs_root>/bus/pci/drivers/nvidia whose PCI class is a display controller
 // (0x03xxxx): GPUs, not the NVSwitches that the same driver binds on HGX boards.

@@ -17,16 +17,6 @@ namespace verl::launcher {
 namespace fs = std::filesystem;
 namespace {
 
-std::string read_trimmed(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 bool on_path(const std::string& program) {
   if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
   const char* path = std::getenv("PATH");
