@@ -33,6 +33,11 @@ std::unique_ptr<CLI::App> build_app(Context& ctx) {
   register_up(*app, ctx);
   register_down(*app, ctx);
   register_status(*app, ctx);
+  register_submit(*app, ctx);
+  register_jobs(*app, ctx);
+  register_logs(*app, ctx);
+  register_stop(*app, ctx);
+  register_smoke(*app, ctx);
   register_head(*app, ctx);
   register_agent(*app, ctx);
   register_env(*app, ctx);

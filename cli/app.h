@@ -42,5 +42,10 @@ void register_head(CLI::App& app, Context& ctx);
 void register_agent(CLI::App& app, Context& ctx);
 void register_env(CLI::App& app, Context& ctx);
 void register_probe(CLI::App& app, Context& ctx);
+void register_submit(CLI::App& app, Context& ctx);
+void register_jobs(CLI::App& app, Context& ctx);
+void register_logs(CLI::App& app, Context& ctx);
+void register_stop(CLI::App& app, Context& ctx);
+void register_smoke(CLI::App& app, Context& ctx);
 
 }  // namespace verl::cli

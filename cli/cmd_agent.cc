@@ -2,7 +2,10 @@
 // machine's resources with the head, heartbeats, and exits when the head says shutdown (0), on
 // SIGTERM/SIGINT (0, after telling the head it leaves), or when the head has been unreachable
 // for --exit-after seconds (4).
+#include <filesystem>
+
 #include "cli/app.h"
+#include "common/process.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "launcher/agent.h"
@@ -18,6 +21,7 @@ struct AgentArgs {
   std::string node;
   double heartbeat_interval_s = 1.0;
   double exit_after_s = 60.0;
+  std::string work_dir;
 };
 
 std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
@@ -27,7 +31,7 @@ std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(
 void register_agent(CLI::App& app, Context& ctx) {
   (void)ctx;
   auto a = std::make_shared<AgentArgs>();
-  auto* cmd = app.add_subcommand("agent", "Run a node's agent: register, heartbeat (internal: 'up' starts it)");
+  auto* cmd = app.add_subcommand("agent", "Run a node's agent: register, heartbeat, run ranks (internal: 'up' starts it)");
   cmd->group("Internal");
   cmd->add_option("--head", a->head, "The head's address HOST:PORT")->required();
   cmd->add_option("--token-file", a->token_file, "File holding the head's bearer token")->required()->check(CLI::ExistingFile);
@@ -38,6 +42,8 @@ void register_agent(CLI::App& app, Context& ctx) {
   cmd->add_option("--exit-after", a->exit_after_s, "Exit when the head has been unreachable this many seconds")
       ->check(CLI::Range(1.0, 86400.0))
       ->default_str("60");
+  cmd->add_option("--work-dir", a->work_dir,
+                  "Where the jobs' directories go (default: the token file's directory, the cluster's state)");
   cmd->footer("Internal: 'verlctl up' starts it. Example:\n"
               "  verlctl agent --head 127.0.0.1:8265 --token-file ~/.verlctl/local/token --node node-0");
   cmd->callback([a] {
@@ -48,6 +54,12 @@ void register_agent(CLI::App& app, Context& ctx) {
     o.heartbeat_interval = ms(a->heartbeat_interval_s);
     o.exit_after = ms(a->exit_after_s);
     o.resources = launcher::detect_resources();
+    o.work_dir = std::filesystem::absolute(
+                     a->work_dir.empty() ? std::filesystem::path(a->token_file).parent_path() : std::filesystem::path(a->work_dir))
+                     .lexically_normal()
+                     .string();
+    if (!o.work_dir.empty() && o.work_dir.back() == '/') o.work_dir.pop_back();
+    o.exe = process::self_exe();
     log::Info() << "agent " << o.node_name << ": " << o.resources.cpus << " CPUs, "
                 << launcher::format_bytes(o.resources.memory_bytes) << ", " << o.resources.gpus << " GPUs, "
                 << o.resources.ib_ports.size() << " IB ports; head " << o.head.url();

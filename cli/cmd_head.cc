@@ -1,6 +1,7 @@
 // `verlctl head --state-dir DIR` (internal): the cluster's head, as `verlctl up` starts it. It
 // reads the resolved spec and the token from the state directory that up wrote, serves the API
 // until it is told to shut down (POST /api/shutdown) or gets SIGTERM/SIGINT, and exits 0.
+// Beside it run the probe servers (tcp bandwidth, time) that `verlctl probe` measures nodes against.
 #include <filesystem>
 
 #include "cli/app.h"
@@ -11,13 +12,15 @@
 #include "launcher/cluster_state.h"
 #include "launcher/head.h"
 #include "launcher/signals.h"
+#include "probes/clock_probe.h"
+#include "probes/tcp_probe.h"
 
 namespace verl::cli {
 
 void register_head(CLI::App& app, Context& ctx) {
   (void)ctx;
   auto dir = std::make_shared<std::string>();
-  auto* cmd = app.add_subcommand("head", "Run a cluster's head: HTTP API and node registry (internal: 'up' starts it)");
+  auto* cmd = app.add_subcommand("head", "Run a cluster's head: HTTP API, node registry, jobs (internal: 'up' starts it)");
   cmd->group("Internal");
   cmd->add_option("--state-dir", *dir, "The cluster's state directory (cluster.json, token, state.db)")
       ->required()
@@ -40,7 +43,14 @@ void register_head(CLI::App& app, Context& ctx) {
     };
     o.heartbeat_interval = ms("heartbeat_interval_s");
     o.heartbeat_timeout = ms("heartbeat_timeout_s");
+    o.store_port = spec.at("head").at("store_port").get<int>();
+    if (spec.contains("env")) o.spec_env = spec.at("env");
     o.shutdown_grace = std::max(std::chrono::milliseconds(2000), 3 * o.heartbeat_interval);
+    // The servers `verlctl probe` measures every node against (tcp bandwidth + RTT, clock
+    // offset), on any free port of the head's bind address; /api/cluster names them.
+    probes::TcpServer tcp_server(o.bind_host, 0);
+    probes::TimeServer time_server(o.bind_host, 0);
+    o.probe_ports = {{"tcp", tcp_server.endpoint().port}, {"time", time_server.endpoint().port}};
     const auto& stop = launcher::install_stop_flag();
     launcher::Head head(o);
     head.start();

@@ -1,13 +1,22 @@
-// `verlctl probe --local`: the preflight probes on this machine (probes/), judged against the
-// cluster spec's probes.* thresholds, as one table or -o json; exit 5 when any row fails.
-// What the probes need from the launcher is read here (the head this spec's cluster runs, the
-// IB ports) so that probes/ depends on common/ alone. For --local the head, when one runs, is
-// on this machine: the clock and tcp probes run against in-process servers on 127.0.0.1, the
-// ports probe against the spec's head.host. Probing a running cluster through its agents is not
-// built yet and says so.
+// `verlctl probe`: the preflight probes (probes/), judged against the cluster spec's probes.*
+// thresholds, as one table or -o json; exit 5 when any row fails.
+//   --local                this machine. What the probes need from the launcher is read here
+//                          (a running head of this spec, the IB ports) so that probes/ depends
+//                          on common/ alone. Without --head the head, if one runs, is this
+//                          machine: tcp and clock run against in-process servers on 127.0.0.1.
+//   --local --head HOST    what each node runs inside a cluster probe job: tcp, clock and ports
+//                          against the head's probe servers (--probe-ports) and ports; nccl_inter
+//                          joins the job's ranks when RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT say so.
+//   (neither)              every node of the running cluster, through the head (cli/cluster_probe.h).
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
+#include <set>
+#include <sstream>
 
 #include "cli/app.h"
+#include "cli/cluster_probe.h"
+#include "cli/head_target.h"
 #include "cli/output.h"
 #include "common/config.h"
 #include "common/error.h"
@@ -15,8 +24,10 @@
 #include "common/log.h"
 #include "launcher/cluster_state.h"
 #include "launcher/node_facts.h"
+#include "launcher/signals.h"
 #include "probes/clock_probe.h"
 #include "probes/harness.h"
+#include "probes/nccl_probe.h"
 #include "probes/tcp_probe.h"
 
 namespace verl::cli {
@@ -29,8 +40,59 @@ struct ProbeArgs {
   std::string file;
   std::string checkpoint_dir;
   int tcp_mib = 1024;
+  std::string head;         // --local inside a cluster probe: the head's host
+  std::string probe_ports;  // TCP:TIME, the head's probe servers
+  std::string only;         // comma list of probe names
+  std::string sizes;        // the NCCL sweep
+  bool ring = false;
+  bool exit_zero = false;
+  int matmul_n = 8192;
   std::vector<std::string> overrides;
+  TargetArgs target;
 };
+
+// The probes named by --only, in report order; every name must be a probe.
+std::vector<probes::Probe> chosen_probes(const std::string& only) {
+  auto all = probes::local_probes();
+  if (only.empty()) return all;
+  std::set<std::string> want;
+  std::stringstream in(only);
+  for (std::string name; std::getline(in, name, ',');)
+    if (!name.empty()) want.insert(name);
+  std::string known;
+  for (const auto& p : all) known += (known.empty() ? "" : ", ") + p.descriptor.name;
+  for (const auto& w : want) {
+    bool found = false;
+    for (const auto& p : all) found = found || p.descriptor.name == w;
+    if (!found) throw Error(ExitCode::kUsage, "--only: no probe named '" + w + "'", "the probes are: " + known);
+  }
+  std::vector<probes::Probe> out;
+  for (auto& p : all)
+    if (want.count(p.descriptor.name)) out.push_back(std::move(p));
+  return out;
+}
+
+// RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, as the head hands them to a job's tasks; nullopt
+// unless WORLD_SIZE > 1.
+std::optional<probes::World> world_from_env() {
+  auto get = [](const char* k) { const char* v = std::getenv(k); return v ? std::string(v) : std::string(); };
+  const std::string size = get("WORLD_SIZE"), rank = get("RANK"), addr = get("MASTER_ADDR"), port = get("MASTER_PORT");
+  if (size.empty() || std::atoi(size.c_str()) < 2) return std::nullopt;
+  if (rank.empty() || addr.empty() || port.empty())
+    throw Error(ExitCode::kUsage, "WORLD_SIZE=" + size + " but RANK, MASTER_ADDR or MASTER_PORT is unset",
+                "a job's launcher sets all four; unset WORLD_SIZE to probe this node alone");
+  return probes::World{std::atoi(rank.c_str()), std::atoi(size.c_str()), {addr, std::atoi(port.c_str())}};
+}
+
+std::pair<int, int> parse_probe_ports(const std::string& text) {
+  const auto colon = text.find(':');
+  const int tcp = colon == std::string::npos ? 0 : std::atoi(text.substr(0, colon).c_str());
+  const int time = colon == std::string::npos ? 0 : std::atoi(text.substr(colon + 1).c_str());
+  if (tcp <= 0 || tcp > 65535 || time <= 0 || time > 65535)
+    throw Error(ExitCode::kUsage, "--probe-ports '" + text + "' is not TCP:TIME",
+                "the head's probe servers, as GET /api/cluster's probe_ports names them, e.g. 40123:40124");
+  return {tcp, time};
+}
 
 // The head of the spec's cluster when `verlctl up` recorded it up and its process still runs.
 std::optional<launcher::ClusterState> running_head(const Json& spec) {
@@ -57,8 +119,8 @@ std::string default_checkpoint_dir() {
 void register_probe(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<ProbeArgs>();
   auto* cmd = app.add_subcommand(
-      "probe", "Run the preflight probes (shm, disk, clock, ports, tcp, versions, gpu, ib) and judge them");
-  cmd->add_flag("--local", a->local, "Probe this machine (the only mode so far)");
+      "probe", "Run the preflight probes on this machine or every node of a running cluster and judge them");
+  cmd->add_flag("--local", a->local, "Probe this machine only (default: every node of the running cluster)");
   cmd->add_option("-f,--file", a->file, "Cluster spec YAML: probes.* thresholds, head, nodes (default: the embedded default)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--checkpoint-dir", a->checkpoint_dir,
@@ -66,47 +128,106 @@ void register_probe(CLI::App& app, Context& ctx) {
   cmd->add_option("--tcp-mib", a->tcp_mib, "MiB the tcp probe streams for its bandwidth")
       ->check(CLI::Range(1, 1 << 20))
       ->default_str("1024");
+  cmd->add_option("--only", a->only, "Run only these probes (comma list, e.g. shm,disk,tcp)");
+  cmd->add_option("--sizes", a->sizes, "NCCL sizes swept: MIN:MAX[:FACTOR] or a list (default 8:1G:8)");
+  cmd->add_flag("--ring", a->ring, "NCCL_ALGO=Ring for the NCCL probes: the ring's links alone (the network)");
+  cmd->add_option("--matmul-n", a->matmul_n, "The matmul probe's n (an n^3 bf16 product)")
+      ->check(CLI::Range(64, 65536))
+      ->default_str("8192");
+  auto* head_opt = cmd->add_option("--head", a->head, "With --local: probe against the head at HOST (what a cluster probe runs on each node)");
+  cmd->add_option("--probe-ports", a->probe_ports, "With --head: the head's probe servers TCP:TIME (GET /api/cluster probe_ports)")
+      ->needs(head_opt);
+  head_opt->needs("--local");
+  cmd->add_flag("--exit-zero", a->exit_zero,
+                "With --local: exit 0 even when a row fails (the report carries every verdict; cluster probes' nodes run so)")
+      ->needs("--local");
+  add_target_options(cmd, a->target);
   cmd->add_option("overrides", a->overrides, "Cluster spec overrides: key.path=value, e.g. probes.min_shm_gib=16");
   cmd->footer(
       "Examples:\n  verlctl probe --local\n  verlctl probe --local -f cluster.yaml --checkpoint-dir /data/ckpt -o json\n"
-      "  verlctl probe --local probes.min_tcp_gbps=10 --tcp-mib 4096");
-  cmd->callback([&ctx, a] {
-    if (!a->local)
-      throw Error(ExitCode::kUsage,
-                  "probing a running cluster through its agents is not built yet: only --local (this machine) is",
-                  "run 'verlctl probe --local -f cluster.yaml' on each node, e.g. ssh HOST verlctl probe --local");
-    const Json spec = config::load_cluster(a->file, a->overrides);
-    const launcher::SystemReader reader;
+      "  verlctl probe --local probes.min_tcp_gbps=10 --tcp-mib 4096\n"
+      "  verlctl probe --local --only h2d,d2h,d2d,matmul,nccl_intra --sizes 1M:1G:4 --ring\n"
+      "  verlctl up --local 2 --skip-preflight && verlctl probe --tcp-mib 64 probes.min_shm_gib=1");
+  cmd->callback([&ctx, a, cmd] {
+    std::string file = a->file;
+    if (!a->local && file.empty()) {
+      // The running cluster's own spec (as `up` resolved it) unless another is named: its
+      // thresholds and the GPUs it gives the nodes. JSON is YAML, so the one loader reads it.
+      const std::string name = cmd->get_option("--name")->count() ? a->target.name : config::load_cluster("", a->overrides).at("name").get<std::string>();
+      if (a->target.address.empty()) {
+        const launcher::StatePaths paths(files::state_dir(name, /*create=*/false));
+        if (std::filesystem::exists(paths.spec())) file = paths.spec();
+      }
+    }
+    const Json spec = config::load_cluster(file, a->overrides);
+    const bool json = ctx.output == OutputFormat::kJson;
+    if (!a->sizes.empty()) probes::parse_size_sweep(a->sizes);  // a usage error here, not on every node
+    const auto chosen = chosen_probes(a->only);
 
+    if (!a->local) {
+      TargetArgs target = a->target;
+      if (cmd->get_option("--name")->count() == 0) target.name = spec.at("name").get<std::string>();
+      const HeadTarget head = find_head(target);
+      auto client = connect(head);
+      std::vector<std::string> node_args = {"--tcp-mib", std::to_string(a->tcp_mib), "--matmul-n",
+                                            std::to_string(a->matmul_n)};
+      if (!a->only.empty()) node_args.insert(node_args.end(), {"--only", a->only});
+      if (!a->sizes.empty()) node_args.insert(node_args.end(), {"--sizes", a->sizes});
+      if (a->ring) node_args.push_back("--ring");
+      if (!a->checkpoint_dir.empty()) node_args.insert(node_args.end(), {"--checkpoint-dir", a->checkpoint_dir});
+      const auto rep = run_cluster_probe(*client, head.address.host, spec, node_args, *ctx.err,
+                                         &launcher::install_stop_flag());
+      print_probe_report(*ctx.out, json, rep.rows, Json{{"job", rep.job}, {"cluster", head.cluster}});
+      check_probe_rows(rep.rows, "see the DETAIL of the failed rows; the reports stay at the head: 'verlctl status " +
+                                     rep.job + "'; thresholds are the spec's probes.*");
+      return;
+    }
+
+    const launcher::SystemReader reader;
     probes::Context pc;
     pc.spec = spec;
     pc.node = reader.hostname();
     pc.checkpoint_dir = a->checkpoint_dir.empty() ? default_checkpoint_dir() : a->checkpoint_dir;
     pc.tcp_mib = a->tcp_mib;
+    pc.matmul_n = a->matmul_n;
+    pc.nccl_ring = a->ring;
+    if (!a->sizes.empty()) pc.nccl_sizes = probes::parse_size_sweep(a->sizes);
+    pc.world = world_from_env();
     for (const auto& p : launcher::read_hca_ports(reader.sysfs_root()))
       pc.ib_ports.push_back({p.name(), p.state, p.link_layer, p.rate});
 
-    // --local: the head, if any, is this machine; its clock is ours, and loopback is the path.
-    std::optional<probes::TimeServer> time_server;
-    probes::TcpServer tcp_server("127.0.0.1", 0);
-    pc.tcp_server = tcp_server.endpoint();
     const Json& head = spec.at("head");
-    const std::string head_host = head.at("host").get<std::string>();
-    if (running_head(spec)) {
-      pc.dashboard = probes::Endpoint{head_host, head.at("dashboard_port").get<int>()};
-      pc.store = probes::Endpoint{head_host, head.at("store_port").get<int>()};
-      time_server.emplace("127.0.0.1", 0);
-      pc.time_server = time_server->endpoint();
-      pc.time_peer = "head " + head_host + " (this machine, over loopback)";
+    std::optional<probes::TimeServer> time_server;
+    std::optional<probes::TcpServer> tcp_server;
+    if (!a->head.empty()) {
+      // Inside a cluster probe: everything against the head, as this node reaches it.
+      pc.dashboard = probes::Endpoint{a->head, head.at("dashboard_port").get<int>()};
+      pc.store = probes::Endpoint{a->head, head.at("store_port").get<int>()};
+      if (!a->probe_ports.empty()) {
+        const auto [tcp, time] = parse_probe_ports(a->probe_ports);
+        pc.tcp_server = probes::Endpoint{a->head, tcp};
+        pc.time_server = probes::Endpoint{a->head, time};
+        pc.time_peer = "head " + a->head;
+      }
+    } else {
+      // The head, if any, is this machine; its clock is ours, and loopback is the path.
+      tcp_server.emplace("127.0.0.1", 0);
+      pc.tcp_server = tcp_server->endpoint();
+      const std::string head_host = head.at("host").get<std::string>();
+      if (running_head(spec)) {
+        pc.dashboard = probes::Endpoint{head_host, head.at("dashboard_port").get<int>()};
+        pc.store = probes::Endpoint{head_host, head.at("store_port").get<int>()};
+        time_server.emplace("127.0.0.1", 0);
+        pc.time_server = time_server->endpoint();
+        pc.time_peer = "head " + head_host + " (this machine, over loopback)";
+      }
     }
 
-    const auto rows = probes::run_probes(probes::local_probes(), pc);
-    if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, probes::to_json(rows));
-    else print_table(*ctx.out, probes::table_header(), probes::table_cells(rows));
-    if (probes::exit_code(rows) != ExitCode::kOk)
-      throw Error(ExitCode::kCheckFailed, "probe check failed: " + probes::failed_names(rows),
-                  "see the DETAIL of the failed rows; thresholds are the cluster spec's probes.* "
-                  "(e.g. probes.min_shm_gib=1)");
+    const auto rows = probes::run_probes(chosen, pc);
+    print_probe_report(*ctx.out, json, rows);
+    if (a->exit_zero) return;
+    check_probe_rows(rows, "see the DETAIL of the failed rows; thresholds are the cluster spec's probes.* "
+                           "(e.g. probes.min_shm_gib=1)");
   });
 }
 

@@ -1,10 +1,15 @@
 // `verlctl status`: the cluster as its head sees it: every node with its resources and health
 // (alive, lost, left; the age of its last heartbeat). Exit 4 when the head does not answer.
+// `verlctl status JOB`: one job: state, step/total, ETA, placement, the score's trend, the
+// latest metrics, its events and failure.
 #include <cstdio>
 #include <ctime>
 
 #include "cli/app.h"
+#include "cli/head_target.h"
+#include "cli/job_view.h"
 #include "cli/output.h"
+#include "common/error.h"
 #include "launcher/cluster.h"
 #include "launcher/resources.h"
 
@@ -31,14 +36,29 @@ std::string clock_time(int64_t ms) {
 }  // namespace
 
 void register_status(CLI::App& app, Context& ctx) {
-  auto name = std::make_shared<std::string>("local");
-  auto* cmd = app.add_subcommand("status", "Show a cluster's head and nodes: resources, alive or lost, last heartbeat");
-  cmd->add_option("--name", *name, "Cluster name")->default_str("local");
-  cmd->footer("Examples:\n  verlctl status\n  verlctl status --name dev -o json");
-  cmd->callback([&ctx, name] {
+  auto target = std::make_shared<TargetArgs>();
+  auto job = std::make_shared<std::string>();
+  auto name = std::shared_ptr<std::string>(target, &target->name);
+  auto* cmd = app.add_subcommand("status", "Show a cluster's head and nodes, or one job's state, progress and metrics");
+  cmd->add_option("job", *job, "A job id (job-N): show that job instead of the cluster");
+  add_target_options(cmd, *target);
+  cmd->footer("Examples:\n  verlctl status\n  verlctl status --name dev -o json\n  verlctl status job-1");
+  cmd->callback([&ctx, name, job, target] {
+    if (!job->empty()) {
+      auto client = connect(find_head(*target));
+      const auto j = client->get("/api/jobs/" + *job);
+      if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, j);
+      else print_job(*ctx.out, j);
+      return;
+    }
+    if (!target->address.empty())
+      throw Error(ExitCode::kUsage, "cluster status reads the cluster's state directory; --address is for a job",
+                  "'verlctl status --name NAME', or 'verlctl status JOB --address HOST:PORT'");
     const auto r = launcher::query_status(*name);
     if (ctx.output == OutputFormat::kJson) {
-      print_json(*ctx.out, {{"cluster", r.cluster}, {"nodes", r.nodes}});
+      Json j = {{"cluster", r.cluster}, {"nodes", r.nodes}};
+      if (!r.allocation.empty()) j["allocation"] = r.allocation;
+      print_json(*ctx.out, j);
       return;
     }
     const Json& c = r.cluster;
@@ -48,6 +68,7 @@ void register_status(CLI::App& app, Context& ctx) {
              << c.value("state", "?") << "; head http://" << r.state.head_host << ":" << r.state.head_port << " (pid "
              << c.at("head").value("pid", 0) << ", up " << seconds(c.at("head").value("uptime_s", 0.0)) << "); "
              << counts.value("alive", 0) << "/" << expected.size() << " nodes alive\n";
+    if (r.allocation.contains("summary")) *ctx.out << "allocation: " << r.allocation.value("summary", "") << "\n";
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> seen;
     for (const auto& n : r.nodes) {

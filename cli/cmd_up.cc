@@ -1,15 +1,26 @@
 // `verlctl up`: bring a cluster up (the head, then one agent per node) and wait until every node
 // has registered; `--dry-run` prints what would run instead. A cluster that is already up is
-// left alone. The work is launcher::bring_up; this file parses and prints.
+// left alone. The work is launcher::bring_up; this file parses and prints. A cluster that it
+// started is then probed on every node (cli/cluster_probe.h) unless --skip-preflight.
+#include <optional>
+
 #include "cli/app.h"
+#include "cli/cluster_probe.h"
+#include "cli/head_target.h"
 #include "cli/output.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "common/process.h"
 #include "launcher/cluster.h"
 #include "launcher/signals.h"
+#include "probes/harness.h"
 
 namespace verl::cli {
 namespace {
+
+// The preflight's tcp probe streams this much per node: enough for a steady rate on a
+// 10-100 Gbit/s link, short enough for every `up`; `verlctl probe` measures longer (1 GiB).
+constexpr int kPreflightTcpMib = 256;
 
 struct UpArgs {
   std::string file;
@@ -17,11 +28,16 @@ struct UpArgs {
   std::string name;
   double timeout_s = 60;
   bool dry_run = false;
+  bool accept_new_host_keys = false;
+  bool skip_preflight = false;
   std::vector<std::string> overrides;
 };
 
 nlohmann::ordered_json daemon_json(const launcher::LaunchSpec& d) {
-  return {{"role", d.role}, {"node", d.node}, {"host", d.host}, {"argv", d.argv}, {"env", d.env}, {"log", d.log}};
+  nlohmann::ordered_json j = {{"role", d.role}, {"node", d.node}, {"host", d.host}, {"argv", d.argv}, {"env", d.env}, {"log", d.log}};
+  if (!d.remote.empty()) j["remote"] = d.remote;
+  if (!d.script.empty()) j["script"] = {{"path", d.script_path}, {"text", d.script}};
+  return j;
 }
 
 }  // namespace
@@ -37,13 +53,18 @@ void register_up(CLI::App& app, Context& ctx) {
       ->check(CLI::PositiveNumber)
       ->default_str("60");
   cmd->add_flag("--dry-run", a->dry_run, "Print the command lines and environment that would run; start nothing");
+  cmd->add_flag("--accept-new-host-keys", a->accept_new_host_keys,
+                "ssh: add the keys of hosts not yet in ssh.known_hosts to it (a changed key is still refused)");
+  cmd->add_flag("--skip-preflight", a->skip_preflight,
+                "Do not run the preflight probes on every node once all registered (see verlctl-probe(1))");
   cmd->add_option("overrides", a->overrides, "Cluster spec overrides: key.path=value, +new.key=value, ~key.path");
   cmd->footer("Examples:\n  verlctl up --local 2\n  verlctl up --local 2 --name dev head.dashboard_port=18265 head.store_port=16379\n"
-              "  verlctl up -f cluster.yaml --dry-run");
+              "  verlctl up -f cluster.yaml --dry-run\n  verlctl up --local 2 --skip-preflight\n  verlctl up -f cluster.yaml backend=slurm slurm.nodes=4 slurm.partition=gpu\n  verlctl up -f ssh-cluster.yaml --accept-new-host-keys");
   cmd->callback([&ctx, a, local] {
     launcher::UpOptions o;
     o.file = a->file;
     o.overrides = a->overrides;
+    if (a->accept_new_host_keys) o.overrides.push_back("ssh.strict_host_keys=false");
     if (local->count() > 0) o.local_nodes = a->local;
     o.name = a->name;
     o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a->timeout_s * 1000));
@@ -67,6 +88,18 @@ void register_up(CLI::App& app, Context& ctx) {
           << "# with verlctl's environment plus the variables shown, output appended to its log.\n";
       for (const auto& d : plan.daemons) {
         out << "\n# " << (d.role == "head" ? "head" : "agent " + d.node) << " on " << d.host << ", log " << d.log << "\n";
+        if (!d.script.empty()) {
+          // A batch backend (slurm): the script it writes, then the command that submits it.
+          out << "# writes " << d.script_path << ":\n" << d.script;
+          if (d.script.back() != '\n') out << "\n";
+          out << "# end of " << d.script_path << "; submitted with:\n" << process::quote_argv(d.argv) << "\n";
+          continue;
+        }
+        if (!d.remote.empty()) {
+          // A remote daemon: the commands that run on its host over SSH, in order.
+          for (const auto& line : d.remote) out << line << "\n";
+          continue;
+        }
         if (d.env.empty()) out << "# environment: inherited, nothing added\n";
         std::vector<std::string> line;
         if (!d.env.empty()) {
@@ -82,18 +115,46 @@ void register_up(CLI::App& app, Context& ctx) {
     const auto r = launcher::bring_up(o, *ctx.err, &interrupted);
     const std::string url = "http://" + r.state.head_host + ":" + std::to_string(r.state.head_port);
     const bool already = r.outcome == launcher::UpOutcome::kAlreadyUp;
+    // Preflight: the probes on every node through the head, once a new cluster is up. A failed
+    // probe leaves the cluster up (exit 5 after the report) so that it can be looked at.
+    std::optional<ClusterProbeReport> preflight;
+    if (!already && !a->skip_preflight) {
+      TargetArgs t;
+      t.name = r.state.name;
+      const HeadTarget head = find_head(t);
+      auto client = connect(head);
+      const auto spec = nlohmann::ordered_json::parse(
+          files::read_file(launcher::StatePaths(files::state_dir(r.state.name, /*create=*/false)).spec()));
+      *ctx.err << "preflight: probing every node (--skip-preflight skips this)\n";
+      preflight = run_cluster_probe(*client, head.address.host, spec, {"--tcp-mib", std::to_string(kPreflightTcpMib)},
+                                    *ctx.err, &interrupted);
+      if (ctx.output != OutputFormat::kJson) print_probe_report(*ctx.err, /*json=*/false, preflight->rows);
+    }
+    auto check_preflight = [&] {
+      if (preflight)
+        check_probe_rows(preflight->rows, "the cluster stays up; the reports are kept at the head ('verlctl status " +
+                                              preflight->job + "'); fix the node or the spec's probes.*, then "
+                                              "'verlctl probe', or bring it up with --skip-preflight");
+    };
     if (ctx.output == OutputFormat::kJson) {
       auto state = launcher::to_json(r.state);
-      print_json(*ctx.out, {{"name", r.state.name},
-                            {"outcome", already ? "already_up" : "started"},
-                            {"head", url},
-                            {"state", state}});
+      nlohmann::ordered_json out = {{"name", r.state.name},
+                                    {"outcome", already ? "already_up" : "started"},
+                                    {"head", url},
+                                    {"state", state}};
+      if (preflight) {
+        out["preflight"] = probes::to_json(preflight->rows);
+        out["preflight"]["job"] = preflight->job;
+      }
+      print_json(*ctx.out, out);
+      check_preflight();
       return;
     }
     int agents = 0;
     for (const auto& p : r.state.processes) agents += p.role == "agent";
     *ctx.out << "cluster " << r.state.name << (already ? " was already up" : " is up") << ": head " << url << ", "
              << agents << " agents\n";
+    check_preflight();
   });
 }
 

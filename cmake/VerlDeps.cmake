@@ -40,6 +40,10 @@ if(VERL_HTTPLIB_FOUND)
 endif()
 add_library(verl::dep::httplib ALIAS verl_dep_httplib)
 
+# libssh: the SSH backend's transport (launcher/ssh_session.cc is its only user).
+pkg_check_modules(VERL_LIBSSH REQUIRED IMPORTED_TARGET libssh)
+verl_wrap(ssh PkgConfig::VERL_LIBSSH)
+
 # libtorch: optional; found -> the trainer module is built.
 set(VERL_HAVE_TORCH OFF)
 set(VERL_TORCH_VERSION "")
@@ -49,7 +53,11 @@ if(VERL_WITH_TORCH)
     set(VERL_HAVE_TORCH ON)
     # Debian's c10d headers include gloo's; the GPU image's libtorch carries them itself.
     find_path(VERL_GLOO_INCLUDE gloo/config.h)
-    verl_wrap(torch ${TORCH_LIBRARIES})
+    # stdc++ first: the pip wheel's libtorch.so exports a copy of std::filesystem (remove_all,
+    # permissions, ...) whose remove_all jumps through a null pointer. With libstdc++ ahead of it
+    # among a binary's DT_NEEDED, the dynamic linker binds every std::filesystem call to
+    # libstdc++'s own definitions (seen: Checkpoint tests crashed in remove_all on the GPU machine).
+    verl_wrap(torch stdc++ ${TORCH_LIBRARIES})
     if(VERL_GLOO_INCLUDE)
       target_include_directories(verl_dep_torch INTERFACE ${VERL_GLOO_INCLUDE})
     endif()

@@ -606,19 +606,25 @@ const Json* find(const Json& root, std::string_view path) {
 }
 
 Document resolve(Kind kind, const std::string& file, const std::vector<std::string>& overrides) {
+  if (file.empty()) return resolve_text(kind, "", "", overrides);
+  std::ifstream in(file);
+  if (!in) {
+    throw Error(ExitCode::kInvalidConfig, "cannot read " + std::string(kind_name(kind)) + " '" + file + "'",
+                "check the path given with -f");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return resolve_text(kind, text.str(), file, overrides);
+}
+
+Document resolve_text(Kind kind, const std::string& yaml, const std::string& file,
+                      const std::vector<std::string>& overrides) {
   Document doc;
   doc.value = defaults(kind);
   Builder b{kind, &doc.issues, &doc.locations};
-  if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) {
-      throw Error(ExitCode::kInvalidConfig, "cannot read " + std::string(kind_name(kind)) + " '" + file + "'",
-                  "check the path given with -f");
-    }
-    std::stringstream text;
-    text << in.rdbuf();
+  if (!yaml.empty()) {
     try {
-      YAML::Node node = YAML::Load(text.str());
+      YAML::Node node = YAML::Load(yaml);
       if (!node.IsNull()) {
         if (!node.IsMap()) {
           b.error("", "the document must be a mapping of keys, got " + describe(node), "see 'verlctl config show' for the shape",

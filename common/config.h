@@ -57,6 +57,11 @@ const Json& defaults(Kind kind);
 // (exit 3) only when the file cannot be read at all.
 Document resolve(Kind kind, const std::string& file, const std::vector<std::string>& overrides);
 
+// resolve() of YAML text already read (the head gets the submitter's file in a request); file
+// names it in issue locations. Empty text: defaults <- overrides only.
+Document resolve_text(Kind kind, const std::string& yaml, const std::string& file,
+                      const std::vector<std::string>& overrides);
+
 // resolve() that throws verl::Error(kInvalidConfig) listing every issue.
 Json load(Kind kind, const std::string& file, const std::vector<std::string>& overrides);
 inline Json load_job(const std::string& file, const std::vector<std::string>& overrides) {

@@ -54,7 +54,8 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
                          : std::string("above 0.95 leaves no headroom for activations and fragmentation: out-of-memory")),
          "0.8-0.95 is the range that suits most GPUs");
   }
-  // 3. Large models want tensor parallelism: one GPU's memory cannot hold their weights + KV cache.
+  // 3. Large models want tensor parallelism, which the embedded trainer does not have (tp > 1 is
+  //    refused by validation): one GPU's memory cannot hold their weights + KV cache.
   const double h = getd(job, "actor_rollout_ref.model.hidden_size");
   const double layers = getd(job, "actor_rollout_ref.model.num_hidden_layers");
   const double inter = getd(job, "actor_rollout_ref.model.intermediate_size");
@@ -62,8 +63,9 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
   const double tp = getd(job, "actor_rollout_ref.rollout.tensor_model_parallel_size");
   if (params >= 6e9 && tp < 2) {
     warn("actor_rollout_ref.rollout.tensor_model_parallel_size",
-         "the model has about " + fmt_count(params) + " parameters and rollout runs with tensor_model_parallel_size 1",
-         "use tensor_model_parallel_size=2 (or more) for models of 7B and up so that weights and KV cache fit");
+         "the model has about " + fmt_count(params) +
+             " parameters and every rank must hold all of it (the embedded trainer has no tensor parallelism)",
+         "use a smaller model here, or run it under verl with tensor_model_parallel_size=2 (or more) so that weights and KV cache fit");
   }
   // 4. Small GPU memory: weights + grads + Adam states (16 bytes/param in mixed precision) must fit.
   const double gpu_gib = gpu_memory_gib;

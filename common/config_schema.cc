@@ -80,7 +80,7 @@ std::vector<Rule> job_rules() {
       at_least("actor_rollout_ref.rollout.temperature", 0),
       at_least("actor_rollout_ref.rollout.top_k", -1),
       range("actor_rollout_ref.rollout.top_p", 0, 1),
-      range("actor_rollout_ref.rollout.gpu_memory_utilization", 0, 1),
+      range("actor_rollout_ref.rollout.gpu_memory_utilization", 0.05, 1),
       positive("actor_rollout_ref.rollout.tensor_model_parallel_size"),
       positive("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"),
       at_least("actor_rollout_ref.rollout.val_kwargs.temperature", 0),
@@ -120,6 +120,7 @@ std::vector<Rule> job_rules() {
       at_least("trainer.test_freq", -1),
       at_least("trainer.save_freq", -1),
       choice("trainer.resume_mode", {"auto", "disable", "resume_path"}),
+      at_least("trainer.max_restarts", 0),
       nullable("trainer.resume_from_path", Type::kString),
       nullable("trainer.metrics_file", Type::kString),
   };
@@ -149,11 +150,15 @@ std::vector<Rule> cluster_rules() {
       range("ssh.connect_timeout_s", 1, 3600),
       range("ssh.command_timeout_s", 1, 86400),
       range("ssh.keepalive_s", 0, 3600),
+      choice("ssh.copy_binary", {"auto", "always", "never"}),
+      range("ssh.parallel", 1, 1024),
       positive("slurm.nodes"),
       at_least("slurm.gpus_per_node", 0),
       positive("slurm.cpus_per_task"),
       nullable("slurm.partition", Type::kString),
       nullable("slurm.account", Type::kString),
+      nullable("slurm.output", Type::kString),
+      nullable("slurm.error", Type::kString),
       choice("container.runtime", {"none", "docker", "podman", "apptainer", "pyxis"}),
       nullable("container.image", Type::kString),
       list_of("container.mounts", Type::kString),
@@ -162,6 +167,9 @@ std::vector<Rule> cluster_rules() {
       at_least("probes.max_clock_offset_ms", 0),
       at_least("probes.min_shm_gib", 0),
       at_least("probes.min_free_disk_gib", 0),
+      at_least("probes.min_copy_gbps", 0),
+      at_least("probes.min_d2d_gbps", 0),
+      at_least("probes.min_bf16_tflops", 0),
   };
 }
 
@@ -280,6 +288,10 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
          "max_prompt_length + max_response_length = " + std::to_string(ctx) + " exceeds max_position_embeddings " +
              std::to_string(geti(root, "actor_rollout_ref.model.max_position_embeddings")),
          "raise max_position_embeddings or shorten the prompt/response lengths");
+  if (geti(root, "actor_rollout_ref.rollout.tensor_model_parallel_size") > 1)
+    fail("actor_rollout_ref.rollout.tensor_model_parallel_size",
+         "tensor parallelism is not in the embedded trainer: every rank holds the whole model",
+         "set actor_rollout_ref.rollout.tensor_model_parallel_size=1 and scale out with trainer.n_gpus_per_node (data parallel)");
   const Json* mode = find(root, "trainer.resume_mode");
   const Json* rpath = find(root, "trainer.resume_from_path");
   if (mode && *mode == "resume_path" && (!rpath || rpath->is_null()))

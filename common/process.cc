@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,9 +59,14 @@ pid_t fork_exec(const std::vector<std::string>& argv, const Options& o, int in_f
   cenv.push_back(nullptr);
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) throw Error(ExitCode::kFailure, std::string("pipe: ") + strerror(errno));
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) throw Error(ExitCode::kFailure, std::string("fork: ") + strerror(errno), "is the process table full?");
   if (pid == 0) {
+    if (o.parent_death == Options::ParentDeath::kKill) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
+    }
     if (o.group == Options::Group::kNewSession) setsid();
     else setpgid(0, 0);
     signal(SIGPIPE, SIG_DFL);
@@ -263,6 +269,10 @@ Result Child::stop(std::chrono::milliseconds grace) {
   kill_group(pid_, SIGKILL);
   auto r = wait(std::nullopt);
   return r.value_or(Result{});
+}
+
+void Child::signal(int sig) {
+  if (pid_ > 0 && !done_) kill_group(pid_, sig);
 }
 
 pid_t Child::release() {

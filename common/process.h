@@ -26,6 +26,9 @@ struct Options {
   // kNewSession: setsid() instead of setpgid(), for a daemon that must outlive our terminal and
   // session (SIGHUP on logout); it still leads its own process group, so stop() works the same.
   enum class Group { kNewGroup, kNewSession } group = Group::kNewGroup;
+  // The child gets SIGKILL when the thread that spawned it dies (PR_SET_PDEATHSIG), so that an
+  // agent killed with -9 leaves no trainer rank running on. Spawn from a long-lived thread.
+  enum class ParentDeath { kIgnore, kKill } parent_death = ParentDeath::kIgnore;
 };
 
 struct Result {
@@ -55,6 +58,9 @@ class Child {
   std::optional<Result> wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // SIGTERM to the group, then SIGKILL after grace; returns how it ended.
   Result stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  // Sends sig to the child's process group (SIGTERM now, SIGKILL later: a stop that does not
+  // block). Nothing once it has been reaped.
+  void signal(int sig);
   // Gives the child up: it runs on (a daemon), is neither stopped nor reaped by this Child, and
   // its pid is returned. Whoever signals it later must check it is still the same process.
   pid_t release();

@@ -1,17 +1,32 @@
 #include "launcher/agent.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <map>
 #include <thread>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/log.h"
+#include "common/process.h"
+#include "launcher/gpu_sampler.h"
+#include "launcher/nccl_env.h"
+#include "launcher/node_facts.h"
 
 namespace verl::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::ordered_json;
+
+constexpr size_t kChunkBytes = 256 * 1024;  // one log POST at most
+constexpr int kChunksPerTick = 16;          // 4 MiB per stream per tick: logs -f keeps up with a chatty rank
+constexpr auto kTick = std::chrono::milliseconds(100);
+constexpr auto kShipEvery = std::chrono::milliseconds(250);
 
 // Sleeps up to d, returning early (true) when *stop is set.
 bool sleep_or_stop(std::chrono::milliseconds d, const std::atomic<bool>& stop) {
@@ -35,6 +50,289 @@ std::string hostname() {
               "the cluster was brought up again with a new token; this agent is left over");
 }
 
+// Up to max bytes of path from offset; "" at the end or when it cannot be read.
+std::string read_from(const std::string& path, int64_t offset, size_t max, int64_t* size) {
+  *size = 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st {};
+  if (fstat(fd, &st) == 0) *size = st.st_size;
+  std::string out;
+  if (*size > offset) {
+    out.resize(std::min<int64_t>(static_cast<int64_t>(max), *size - offset));
+    const ssize_t n = pread(fd, out.data(), out.size(), offset);
+    out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  return out;
+}
+
+// A chunk ends after its last newline, or else before a UTF-8 sequence it would cut: JSON
+// carries text, and a character split over two chunks would come out as two replacements.
+size_t chunk_end(const std::string& data, bool full) {
+  if (!full) return data.size();
+  const auto nl = data.rfind('\n');
+  if (nl != std::string::npos) return nl + 1;
+  size_t end = data.size();
+  for (int back = 0; back < 4 && end > 0 && (static_cast<unsigned char>(data[end - 1]) & 0xC0) == 0x80; ++back) --end;
+  if (end > 0 && (static_cast<unsigned char>(data[end - 1]) & 0xC0) == 0xC0) --end;  // a lead byte whose tail is cut
+  return end == 0 ? data.size() : end;
+}
+
+struct Stream {
+  std::string name, path;
+  int64_t offset = 0;
+  bool eof_sent = false;
+};
+
+struct Task {
+  std::string id, job, kind;
+  int rank = 0, attempt = 0;
+  std::string dir;
+  std::optional<process::Child> child;
+  Stream streams[2];
+  std::string metrics_path;
+  int64_t metrics_offset = 0;
+  std::optional<process::Result> result;
+  std::string error;  // it could not start
+  bool stopping = false;
+  Clock::time_point kill_at{};
+  bool result_sent = false;
+  bool ended() const { return result.has_value() || !error.empty(); }
+  bool shipped() const { return streams[0].eof_sent && streams[1].eof_sent && (kind != "probe" || result_sent); }
+};
+
+class Runner {
+ public:
+  Runner(const AgentOptions& o, HeadClient& client) : o_(o), client_(client), host_(hostname()) {
+    try {
+      const auto facts = read_node_facts(SystemReader(), o.head.host);
+      node_env_ = assignments(compute_env(facts, Json::object()).vars);
+    } catch (const Error& e) {
+      log::Warn() << "node " << o.node_name << ": no NCCL/Gloo environment for ranks: " << e.what();
+    }
+  }
+
+  bool empty() const { return tasks_.empty(); }
+
+  void order(const Json& order) {
+    const std::string id = order.value("task", std::string());
+    const std::string action = order.value("action", std::string());
+    if (action == "stop") {
+      auto it = tasks_.find(id);
+      if (it != tasks_.end()) stop(it->second, std::chrono::milliseconds(static_cast<int64_t>(order.value("grace_s", 10.0) * 1000)));
+      return;
+    }
+    if (action != "start" || id.empty() || tasks_.count(id)) return;
+    Task& t = tasks_[id];
+    t.id = id;
+    t.job = order.value("job", std::string());
+    t.kind = order.value("kind", std::string("train"));
+    t.rank = order.value("rank", 0);
+    t.attempt = order.value("attempt", 0);
+    try {
+      start(t, order);
+      log::Info() << "task " << id << " started (pid " << t.child->pid() << ") in " << t.dir;
+    } catch (const std::exception& e) {
+      t.error = std::string("could not start on ") + host_ + ": " + e.what();
+      log::Err() << "task " << id << ": " << t.error;
+      // The reason goes into the rank's log too, so that `verlctl logs` shows it.
+      if (!t.streams[1].path.empty()) {
+        const int fd = ::open(t.streams[1].path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+          const std::string line = "verlctl agent: " + t.error + "\n";
+          (void)!::write(fd, line.data(), line.size());
+          ::close(fd);
+        }
+      }
+    }
+  }
+
+  void stop(Task& t, std::chrono::milliseconds grace) {
+    if (t.ended() || t.stopping || !t.child) return;
+    log::Info() << "task " << t.id << ": SIGTERM (SIGKILL in " << grace.count() << " ms)";
+    t.child->signal(SIGTERM);
+    t.stopping = true;
+    t.kill_at = Clock::now() + grace;
+  }
+
+  void stop_all(std::chrono::milliseconds grace) {
+    for (auto& [id, t] : tasks_) stop(t, grace);
+  }
+
+  // Reaps ended tasks and sends SIGKILL where a grace ran out. Returns true when one ended now.
+  bool poll() {
+    bool ended = false;
+    for (auto& [id, t] : tasks_) {
+      if (t.ended() || !t.child) continue;
+      if (auto r = t.child->wait(std::chrono::milliseconds(0))) {
+        t.result = r;
+        ended = true;
+        log::Info() << "task " << id << " ended: "
+                    << (r->signal ? "signal " + std::to_string(r->signal) : "exit " + std::to_string(r->exit_code));
+      } else if (t.stopping && Clock::now() >= t.kill_at) {
+        log::Warn() << "task " << id << " did not end within its grace: SIGKILL";
+        t.child->signal(SIGKILL);
+        t.kill_at = Clock::now() + std::chrono::hours(1);
+      }
+    }
+    return ended;
+  }
+
+  // Ships what is new in every task's logs and metrics; an ended task's last bytes with eof.
+  void ship() {
+    for (auto& [id, t] : tasks_) {
+      for (auto& s : t.streams) ship_stream(t, s);
+      if (!t.metrics_path.empty()) ship_metrics(t);
+      if (t.ended() && t.kind == "probe" && !t.result_sent) ship_result(t);
+    }
+  }
+
+  // What the heartbeat says of the tasks: ended ones only when everything of theirs is shipped.
+  Json reports() const {
+    Json out = Json::array();
+    for (const auto& [id, t] : tasks_) {
+      if (t.ended() && t.shipped()) {
+        Json r = {{"task", id}, {"state", "exited"}};
+        if (t.result) {
+          if (t.result->signal) r["signal"] = t.result->signal;
+          else r["exit_code"] = t.result->exit_code;
+        }
+        if (!t.error.empty()) r["error"] = t.error;
+        out.push_back(r);
+      } else {
+        out.push_back({{"task", id}, {"state", "running"}});
+      }
+    }
+    return out;
+  }
+
+  // The head has seen these reports: ended tasks in them are done with.
+  void reported(const Json& reports) {
+    for (const auto& r : reports)
+      if (r.value("state", std::string()) == "exited") tasks_.erase(r.value("task", std::string()));
+  }
+
+ private:
+  void start(Task& t, const Json& order) {
+    const std::string cwd = order.value("cwd", std::string());
+    if (o_.work_dir.empty()) throw Error(ExitCode::kFailure, "the agent has no work directory");
+    if (cwd.empty() || cwd[0] == '/' || cwd.find("..") != std::string::npos)
+      throw Error(ExitCode::kFailure, "the order's cwd '" + cwd + "' is not a relative path inside the work directory");
+    t.dir = o_.work_dir + "/" + cwd;
+    files::make_dirs(t.dir + "/logs", 0700);
+    const std::string base = t.dir + "/logs/rank-" + std::to_string(t.rank) + ".attempt-" + std::to_string(t.attempt);
+    t.streams[0] = {"stdout", base + ".out"};
+    t.streams[1] = {"stderr", base + ".err"};
+    const Json files = order.value("files", Json::object());  // items() of a temporary would dangle
+    for (const auto& [name, text] : files.items()) {
+      if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
+        throw Error(ExitCode::kFailure, "the order names a file '" + name + "' outside the job directory");
+      files::write_atomic(t.dir + "/" + name, text.get<std::string>(), 0600);
+    }
+    const std::string metrics = order.value("metrics_file", std::string());
+    // Shipped from the start: rows of an earlier attempt come again and replace themselves (by step).
+    if (!metrics.empty()) t.metrics_path = t.dir + "/" + metrics;
+    std::vector<std::string> argv = order.value("argv", std::vector<std::string>{});
+    if (argv.empty() || argv[0] != "verlctl") throw Error(ExitCode::kFailure, "the order's argv must start with verlctl");
+    argv[0] = o_.exe.empty() ? process::self_exe() : o_.exe;
+    process::Options po;
+    po.env = node_env_;
+    for (const auto& e : order.value("env", std::vector<std::string>{})) po.env.push_back(e);
+    po.cwd = t.dir;
+    po.parent_death = process::Options::ParentDeath::kKill;
+    // The first line of every rank's log says what started, where: ranks other than 0 may say
+    // nothing else until they fail.
+    const std::string header = "verlctl agent: " + t.id + " (rank " + std::to_string(t.rank) + ", attempt " +
+                               std::to_string(t.attempt + 1) + ") on " + host_ + " in " + t.dir + ": " +
+                               process::quote_argv(argv) + "\n";
+    const int fd = ::open(t.streams[1].path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      (void)!::write(fd, header.data(), header.size());
+      ::close(fd);
+    }
+    t.child = process::Child::spawn(argv, po, t.streams[0].path, t.streams[1].path);
+  }
+
+  bool post(const std::string& path, const Json& body, bool* gone) {
+    std::string error;
+    auto r = client_.try_request("POST", path, &body, &error);
+    if (r && r->status == 401) rejected(o_);
+    *gone = r && r->status >= 400 && r->status < 500;  // the head will never take it: do not resend
+    return r && r->status >= 200 && r->status < 300;
+  }
+
+  void ship_stream(Task& t, Stream& s) {
+    if (s.eof_sent || s.path.empty()) {
+      if (s.path.empty() && t.ended()) s.eof_sent = true;
+      return;
+    }
+    for (int i = 0; i < kChunksPerTick; ++i) {
+      const bool ended = t.ended();  // read before the file: bytes written before the end are in it
+      int64_t size = 0;
+      std::string data = read_from(s.path, s.offset, kChunkBytes, &size);
+      data.resize(chunk_end(data, data.size() == kChunkBytes));
+      const bool last = ended && s.offset + static_cast<int64_t>(data.size()) >= size;
+      if (data.empty() && !last) return;
+      const Json body = {{"rank", t.rank},
+                         {"attempt", t.attempt},
+                         {"host", host_},
+                         {"chunks", Json::array({{{"stream", s.name}, {"offset", s.offset}, {"data", data}, {"eof", last}}})}};
+      bool gone = false;
+      if (!post("/api/jobs/" + t.job + "/logs", body, &gone)) {
+        if (gone) s.eof_sent = true;
+        return;
+      }
+      s.offset += static_cast<int64_t>(data.size());
+      if (last) {
+        s.eof_sent = true;
+        return;
+      }
+    }
+  }
+
+  void ship_metrics(Task& t) {
+    int64_t size = 0;
+    read_from(t.metrics_path, 0, 0, &size);
+    if (size < t.metrics_offset) t.metrics_offset = 0;  // rewritten (a resumed run truncates it)
+    std::string data = read_from(t.metrics_path, t.metrics_offset, 4 * kChunkBytes, &size);
+    const auto nl = data.rfind('\n');
+    if (nl == std::string::npos) return;
+    data.resize(nl + 1);
+    Json rows = Json::array();
+    size_t start = 0;
+    for (size_t e; (e = data.find('\n', start)) != std::string::npos; start = e + 1) {
+      Json row = Json::parse(data.substr(start, e - start), nullptr, /*allow_exceptions=*/false);
+      if (row.is_object()) rows.push_back(std::move(row));
+    }
+    bool gone = false;
+    if (post("/api/jobs/" + t.job + "/metrics", Json{{"rows", rows}}, &gone) || gone)
+      t.metrics_offset += static_cast<int64_t>(data.size());
+  }
+
+  void ship_result(Task& t) {
+    std::string out;
+    try {
+      out = files::read_file(t.streams[0].path);
+    } catch (const Error&) {
+    }
+    Json result = Json::parse(out, nullptr, /*allow_exceptions=*/false);
+    if (result.is_discarded()) {
+      t.result_sent = true;  // nothing to send: the task's log says why
+      return;
+    }
+    bool gone = false;
+    if (post("/api/jobs/" + t.job + "/results", Json{{"rank", t.rank}, {"result", result}}, &gone) || gone)
+      t.result_sent = true;
+  }
+
+  const AgentOptions& o_;
+  HeadClient& client_;
+  std::string host_;
+  std::vector<std::string> node_env_;
+  std::map<std::string, Task> tasks_;
+};
+
 }  // namespace
 
 const char* agent_exit_name(AgentExit e) {
@@ -49,65 +347,122 @@ const char* agent_exit_name(AgentExit e) {
 AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   const auto timeout = std::max(std::chrono::milliseconds(500), std::min(o.heartbeat_interval * 2, std::chrono::milliseconds(5000)));
   HeadClient client(o.head, o.token, timeout);
+  Runner runner(o, client);
   const Json registration = {{"name", o.node_name},
                              {"host", hostname()},
                              {"pid", static_cast<int64_t>(getpid())},
                              {"resources", to_json(o.resources)}};
   int64_t id = -1;
   auto last_contact = Clock::now();
+  auto next_beat = Clock::now();
+  auto next_ship = Clock::now();
   std::string last_error;
+
+  // One heartbeat: the task reports go up, the orders come back. false: no 2xx answer.
+  auto heartbeat = [&](bool* shutdown) {
+    Json body = {{"tasks", runner.reports()}, {"work_dir", o.work_dir}};
+    if (o.sample_gpus) body["gpus"] = to_json(sample_gpus());
+    std::string error;
+    auto r = client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/heartbeat", &body, &error);
+    if (r && r->status == 401) rejected(o);
+    if (r && r->status == 404) {
+      log::Warn() << "the head does not know node id " << id << " any more; registering again";
+      id = -1;
+      return false;
+    }
+    if (!r || r->status != 200 || !r->body.is_object()) {
+      const std::string why = r ? "HTTP " + std::to_string(r->status) : error;
+      if (why != last_error) log::Warn() << "head at " << o.head.url() << ": " << why << " (retrying)";
+      last_error = why;
+      return false;
+    }
+    runner.reported(body["tasks"]);
+    for (const auto& order : r->body.value("tasks", Json::array())) runner.order(order);
+    if (shutdown) *shutdown = r->body.value("shutdown", false);
+    return true;
+  };
+
+  // Stops every task (SIGTERM, SIGKILL after the grace), ships their ends, and says so.
+  auto wind_down = [&] {
+    if (runner.empty()) return;
+    runner.stop_all(o.task_stop_grace);
+    const auto until = Clock::now() + o.task_stop_grace + std::chrono::seconds(3);
+    while (Clock::now() < until) {
+      runner.poll();
+      if (id >= 0) runner.ship();
+      if (id < 0 || !runner.reports().empty()) {
+        bool all_ended = true;
+        for (const auto& r : runner.reports())
+          if (r.value("state", std::string()) != "exited") all_ended = false;
+        if (all_ended) break;
+      }
+      std::this_thread::sleep_for(kTick);
+    }
+    if (id >= 0) heartbeat(nullptr);
+  };
+
+  AgentExit end = AgentExit::kStopped;
   for (;;) {
     if (stop) break;
-    std::string error;
-    std::optional<HeadResponse> r;
-    if (id < 0) {
-      r = client.try_request("POST", "/api/nodes/register", &registration, &error);
+    const bool ended_now = runner.poll();
+    if (id >= 0 && (Clock::now() >= next_ship || ended_now)) {
+      runner.ship();
+      next_ship = Clock::now() + kShipEvery;
+    }
+    bool ok = false;
+    if (id < 0 && Clock::now() >= next_beat) {
+      std::string error;
+      auto r = client.try_request("POST", "/api/nodes/register", &registration, &error);
+      if (r && r->status == 401) rejected(o);
       if (r && r->status == 409) {
         log::Info() << "the head is shutting down; node " << o.node_name << " does not register";
-        return AgentExit::kShutdown;
+        end = AgentExit::kShutdown;
+        break;
       }
       if (r && r->status == 200 && r->body.is_object() && r->body.contains("id")) {
         id = r->body["id"].get<int64_t>();
         log::Info() << "node " << o.node_name << " registered with the head at " << o.head.url() << " as id " << id;
+        ok = true;
+      } else {
+        const std::string why = r ? "HTTP " + std::to_string(r->status) : error;
+        if (why != last_error) log::Warn() << "head at " << o.head.url() << ": " << why << " (retrying)";
+        last_error = why;
       }
-    } else {
-      const Json empty = Json::object();
-      r = client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/heartbeat", &empty, &error);
-      if (r && r->status == 404) {
-        log::Warn() << "the head does not know node id " << id << " any more; registering again";
-        id = -1;
-        continue;
-      }
-      if (r && r->status == 200 && r->body.is_object() && r->body.value("shutdown", false)) {
+      next_beat = Clock::now() + (ok ? std::chrono::milliseconds(0) : o.heartbeat_interval);
+    } else if (id >= 0 && (Clock::now() >= next_beat || ended_now)) {
+      // An ended task is reported at once (after its logs), not at the next interval.
+      bool shutdown = false;
+      ok = heartbeat(&shutdown);
+      next_beat = Clock::now() + o.heartbeat_interval;
+      if (ok && shutdown) {
         log::Info() << "the head asked for shutdown; node " << o.node_name << " leaves";
+        wind_down();
         const Json leave = {{"reason", "shutdown requested by the head"}};
         client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/leave", &leave, nullptr);
         return AgentExit::kShutdown;
       }
+    } else {
+      if (sleep_or_stop(kTick, stop)) break;
+      continue;
     }
-    if (r && r->status == 401) rejected(o);
-    if (r && r->status >= 200 && r->status < 300) {
+    if (ok) {
       last_contact = Clock::now();
       last_error.clear();
-    } else {
-      const std::string why = r ? "HTTP " + std::to_string(r->status) : error;
-      if (why != last_error) log::Warn() << "head at " << o.head.url() << ": " << why << " (retrying)";
-      last_error = why;
-      if (Clock::now() - last_contact >= o.exit_after) {
-        log::Err() << "the head at " << o.head.url() << " has been unreachable for "
-                   << std::chrono::duration_cast<std::chrono::seconds>(o.exit_after).count() << " s; node "
-                   << o.node_name << " exits";
-        return AgentExit::kHeadLost;
-      }
+    } else if (Clock::now() - last_contact >= o.exit_after) {
+      log::Err() << "the head at " << o.head.url() << " has been unreachable for "
+                 << std::chrono::duration_cast<std::chrono::seconds>(o.exit_after).count() << " s; node "
+                 << o.node_name << " exits";
+      end = AgentExit::kHeadLost;
+      break;
     }
-    if (sleep_or_stop(o.heartbeat_interval, stop)) break;
   }
-  if (id >= 0) {
+  wind_down();
+  if (end == AgentExit::kStopped && id >= 0) {
     const Json leave = {{"reason", "agent stopped by a signal"}};
     client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/leave", &leave, nullptr);
   }
-  log::Info() << "node " << o.node_name << " stopped";
-  return AgentExit::kStopped;
+  log::Info() << "node " << o.node_name << " " << agent_exit_name(end);
+  return end;
 }
 
 }  // namespace verl::launcher

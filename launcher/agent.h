@@ -1,8 +1,20 @@
 // The agent: one per node. It registers the node's resources with the head, heartbeats every
-// heartbeat_interval, and ends when the head says shutdown (in a heartbeat's answer), when *stop
-// is set (SIGTERM), or when the head has been unreachable for exit_after. A head that answers
-// 404 to a heartbeat has lost its registry (restarted): the agent registers again.
-// Running trainer ranks is later work; this is the control-plane half.
+// heartbeat_interval, runs the tasks (trainer ranks, probes) the head orders in its heartbeat
+// answers, and ends when the head says shutdown (in a heartbeat's answer), when *stop is set
+// (SIGTERM), or when the head has been unreachable for exit_after. A head that answers 404 to a
+// heartbeat has lost its registry (restarted): the agent registers again and goes on reporting
+// the tasks it runs, so that the head can take them back.
+//
+// A task runs `verlctl <argv...>` (this binary) in <work_dir>/<cwd> (the job's directory: a
+// relative default_local_dir puts checkpoints there) with the node's NCCL/Gloo environment
+// (nccl_env.h) and the order's env on top, in its own process group, stdout and stderr appended
+// to logs/rank-<R>.attempt-<A>.{out,err} there. It gets SIGKILL if the agent dies
+// (PR_SET_PDEATHSIG), so a killed agent leaves no rank behind. The agent ships both streams to
+// the head by byte offset (a failed POST is resent from the same offset), rank 0's metrics JSONL
+// rows, and a probe task's stdout JSON as its result; it reports a task's end (exit status or
+// signal) only once its logs are shipped, and forgets it once a heartbeat carrying the end got
+// an answer. A stop order is SIGTERM, then SIGKILL after the order's grace. Before the agent
+// ends for any reason it stops its tasks the same way (grace task_stop_grace).
 #pragma once
 
 #include <atomic>
@@ -21,6 +33,10 @@ struct AgentOptions {
   Resources resources;
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds exit_after{60000};
+  std::string work_dir;   // where jobs/<job>/ go; required to run tasks
+  std::string exe;        // the verlctl that tasks run (argv[0] "verlctl" is replaced by it)
+  std::chrono::milliseconds task_stop_grace{2000};
+  bool sample_gpus = true;  // put `gpus` (gpu_sampler.h) in heartbeats
 };
 
 enum class AgentExit {

@@ -3,11 +3,13 @@
 // launcher does not know which one it has: it asks for the command lines (for --dry-run), starts
 // the daemons, watches whether they still run while it waits for them, and stops them.
 //
-// Only "local" is in this build; make_backend() answers the others with exit 6 (not compiled
-// in) naming the backend. A Backend is used by one thread.
+// "local" and "ssh" are in this build; make_backend() answers the others with exit 6 (not
+// compiled in) naming the backend. A Backend is used by one thread (start_agents may use
+// threads of its own inside).
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,7 +28,17 @@ struct LaunchSpec {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // NAME=value added to the inherited environment
   std::string log;
+  // Remote backends: what runs on host, in order, exactly (shell command lines, each argument
+  // quoted by process::quote_argv; "# ..." lines for file copies). Empty for a local daemon.
+  std::vector<std::string> remote;
+  // A file the launch writes first and argv runs (slurm: the rendered sbatch script, which
+  // starts the daemons inside the allocation); --dry-run prints it. Empty: none.
+  std::string script_path;
+  std::string script;
 };
+
+// Per-node progress from a backend ("connecting", "syncing", ...): who, what.
+using ProgressFn = std::function<void(const std::string& who, const std::string& what)>;
 
 class Backend {
  public:
@@ -47,6 +59,34 @@ class Backend {
   virtual bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) = 0;
   // The daemons started by this object keep running after it is destroyed.
   virtual void detach() = 0;
+
+  // Starts the agents, in parallel where the backend can (ssh: up to ssh.parallel nodes at
+  // once). started and progress are called one at a time (never concurrently), started once for
+  // each agent that runs. When some fail, it throws the first failure (by node order) after every
+  // start has ended; the agents that did start were reported, so the caller can stop them. The
+  // default starts them one after the other with start().
+  virtual void start_agents(const std::vector<LaunchSpec>& specs,
+                            const std::function<void(const ProcessRecord&)>& started, const ProgressFn& progress);
+
+  // For backends that hold more than processes: a batch allocation (slurm), where start() of
+  // the head submits one job that starts the head and every agent, start_agents() reports the
+  // agents that job starts, ended() says whether the job still runs and stop() of the head
+  // cancels it (returning once the scheduler no longer lists it). The defaults fit process
+  // backends.
+  //
+  // Names the daemon in progress and errors: "pid 123", "slurm job 45".
+  virtual std::string describe(const ProcessRecord& p) { return "pid " + std::to_string(p.pid); }
+  // What it waits for now ("pending allocation (slurm job 45, reason Priority)"), for up's
+  // progress; empty: nothing to add to "starting". Polled while up waits (the backend keeps
+  // its own queries rare).
+  virtual std::string waiting_for(const ProcessRecord& p) { (void)p; return {}; }
+  // Where the head answers: configured (the spec's head.host) unless the backend places the
+  // head itself; empty while that place is not known yet (an allocation that has not started).
+  virtual std::string head_host(const std::string& configured) { return configured; }
+  // The backend's view for status (slurm: the allocation's job id, state, nodes, time), with
+  // "summary", one line of it; an empty object when it has none. Never throws: a view it
+  // cannot get is reported in it.
+  virtual nlohmann::ordered_json allocation() { return nlohmann::ordered_json::object(); }
 };
 
 // spec: the resolved cluster spec; state_dir: the cluster's state directory; exe: the verlctl
@@ -54,7 +94,19 @@ class Backend {
 std::unique_ptr<Backend> make_backend(const nlohmann::ordered_json& spec, const std::string& state_dir,
                                       const std::string& exe);
 
-// The node names of a resolved spec, in order: node-0, node-1, ... for local.
+// One factory per backend, each in its own <name>_backend.cc; make_backend picks by spec.backend.
+std::unique_ptr<Backend> make_local_backend(const nlohmann::ordered_json& spec, const std::string& state_dir,
+                                            const std::string& exe);
+
+std::unique_ptr<Backend> make_slurm_backend(const nlohmann::ordered_json& spec, const std::string& state_dir,
+                                            const std::string& exe);
+
+std::unique_ptr<Backend> make_ssh_backend(const nlohmann::ordered_json& spec, const std::string& state_dir,
+                                          const std::string& exe);
+
+// The node names of a resolved spec, in order: node-0, node-1, ... for local; for ssh the
+// node's host (<host>-<i> when a host is listed more than once); for slurm node-<i> for the
+// i-th node of the allocation (SLURM_NODEID), slurm.nodes of them.
 std::vector<std::string> node_names(const nlohmann::ordered_json& spec);
 
 }  // namespace verl::launcher

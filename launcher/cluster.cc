@@ -131,11 +131,11 @@ int stop_leftovers(Backend& backend, const std::vector<ProcessRecord>& recorded,
   std::set<pid_t> seen;
   auto stop_one = [&](const ProcessRecord& p) {
     seen.insert(p.pid);
-    if (!is_same_process(p)) return;
+    if (backend.ended(p)) return;  // the backend looks where it runs (ssh: on its node)
     const std::string who = p.role == "head" ? "head" : p.node;
-    progress(who, "stopping pid " + std::to_string(p.pid) + " (SIGTERM, then SIGKILL)");
+    progress(who, "stopping " + backend.describe(p) + " (SIGTERM, then SIGKILL)");
     if (!backend.stop(p, std::chrono::milliseconds(3000)))
-      throw Error(ExitCode::kFailure, who + " (pid " + std::to_string(p.pid) + ") does not stop",
+      throw Error(ExitCode::kFailure, who + " (" + backend.describe(p) + ") does not stop",
                   "it may belong to another user; stop it by hand");
     ++stopped;
     if (signalled) ++*signalled;
@@ -257,8 +257,11 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
   };
   save();
 
-  const HeadAddress address = head_address(spec);
-  HeadClient client(address, token, std::chrono::milliseconds(1000));
+  // Where the head answers: the spec says, unless the backend places the head itself (slurm:
+  // the allocation's first node), which up learns once the allocation runs.
+  HeadAddress address = head_address(spec);
+  const std::string configured_host = address.host;
+  auto client = std::make_unique<HeadClient>(address, token, std::chrono::milliseconds(1000));
   const auto names = node_names(spec);
   auto who_of = [](const ProcessRecord& p) { return p.role == "head" ? std::string("head") : p.node; };
 
@@ -280,11 +283,24 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
     ProcessRecord head = backend->start(plan.daemons.front());
     state.processes.push_back(head);
     save();
-    progress("head", "starting (pid " + std::to_string(head.pid) + ", log " + head.log + ")");
+    progress("head", "starting (" + backend->describe(head) + ", log " + head.log + ")");
+    std::string waiting;  // the backend's last word on what the head waits for
     for (;;) {
       check_interrupt("waiting for the head");
-      std::string error;
-      auto r = client.try_request("GET", "/api/cluster", nullptr, &error);
+      if (const std::string w = backend->waiting_for(head); !w.empty() && w != waiting) {
+        waiting = w;
+        progress("head", w);
+      }
+      const std::string host = backend->head_host(configured_host);
+      if (!host.empty() && host != address.host) {
+        address.host = host;
+        client = std::make_unique<HeadClient>(address, token, std::chrono::milliseconds(1000));
+        state.head_host = host;
+        save();
+      }
+      std::string error = "its address is not known yet";
+      std::optional<HeadResponse> r;
+      if (!host.empty()) r = client->try_request("GET", "/api/cluster", nullptr, &error);
       if (r && r->status == 200) {
         const int64_t pid = r->body.is_object() ? r->body.at("head").value("pid", int64_t{0}) : 0;
         if (pid != 0 && pid != head.pid && backend->name() == "local")
@@ -308,8 +324,10 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
       check_alive(head, "starting (before it answered at " + address.url() + ")");
       if (Clock::now() >= deadline)
         throw Error(ExitCode::kTimedOut,
-                    "timed out after " + fmt_seconds(progress.elapsed()) + ": the head (pid " +
-                        std::to_string(head.pid) + ") did not answer at " + address.url() + " (last: " + error + ")",
+                    "timed out after " + fmt_seconds(progress.elapsed()) + ": the head (" + backend->describe(head) +
+                        (waiting.empty() ? "" : ", " + waiting) + ") did not answer at " +
+                        (host.empty() ? std::string("an address it has not been given yet") : address.url()) +
+                        " (last: " + error + ")",
                     "its log is " + head.log + "; a slow machine may need a longer --timeout");
       std::this_thread::sleep_for(kPoll);
     }
@@ -317,18 +335,20 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
 
     // The agents.
     std::vector<ProcessRecord> agents;
-    for (size_t i = 1; i < plan.daemons.size(); ++i) {
-      ProcessRecord a = backend->start(plan.daemons[i]);
-      agents.push_back(a);
-      state.processes.push_back(a);
-      save();
-      progress(a.node, "starting (pid " + std::to_string(a.pid) + ", log " + a.log + ")");
-    }
+    backend->start_agents(
+        std::vector<LaunchSpec>(plan.daemons.begin() + 1, plan.daemons.end()),
+        [&](const ProcessRecord& a) {
+          agents.push_back(a);
+          state.processes.push_back(a);
+          save();
+          progress(a.node, "starting (" + backend->describe(a) + ", log " + a.log + ")");
+        },
+        [&](const std::string& who, const std::string& what) { progress(who, what); });
     std::set<std::string> registered;
     while (registered.size() < agents.size()) {
       check_interrupt("waiting for the agents to register");
       std::string error;
-      auto r = client.try_request("GET", "/api/nodes", nullptr, &error);
+      auto r = client->try_request("GET", "/api/nodes", nullptr, &error);
       if (r && r->status == 200 && r->body.is_object()) {
         for (const auto& n : r->body.value("nodes", Json::array())) {
           const std::string node = n.value("name", "");
@@ -349,7 +369,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
       if (Clock::now() >= deadline) {
         std::string missing;
         for (const auto& a : agents)
-          if (!registered.count(a.node)) missing += (missing.empty() ? "" : ", ") + a.node + " (pid " + std::to_string(a.pid) + ")";
+          if (!registered.count(a.node)) missing += (missing.empty() ? "" : ", ") + a.node + " (" + backend->describe(a) + ")";
         throw Error(ExitCode::kTimedOut,
                     "timed out after " + fmt_seconds(progress.elapsed()) + " waiting for " + missing +
                         " to register with the head at " + address.url(),
@@ -401,7 +421,7 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
   std::vector<ProcessRecord> procs = state ? state->processes : std::vector<ProcessRecord>{};
 
   bool any_alive = !find_cluster_processes(dir).empty();
-  for (const auto& p : procs) any_alive = any_alive || is_same_process(p);
+  for (const auto& p : procs) any_alive = any_alive || !backend->ended(p);
   if (!any_alive) {
     result.was_down = true;
     progress("cluster " + name, "already down; nothing to stop");
@@ -426,13 +446,14 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
     }
     // Wait for the graceful end, reporting each process as it goes.
     const auto deadline = Clock::now() + graceful;
-    std::set<pid_t> gone;
+    std::set<size_t> gone;  // by index: pids on different nodes may be equal
     for (;;) {
-      for (const auto& p : procs) {
-        if (gone.count(p.pid) || is_same_process(p)) continue;
-        gone.insert(p.pid);
+      for (size_t i = 0; i < procs.size(); ++i) {
+        const ProcessRecord& p = procs[i];
+        if (gone.count(i) || !backend->ended(p)) continue;
+        gone.insert(i);
         ++result.stopped;
-        progress(p.role == "head" ? "head" : p.node, "ended (pid " + std::to_string(p.pid) + ")");
+        progress(p.role == "head" ? "head" : p.node, "ended (" + backend->describe(p) + ")");
       }
       if (gone.size() == procs.size() || Clock::now() >= deadline) break;
       std::this_thread::sleep_for(kPoll);
@@ -475,12 +496,20 @@ StatusReport query_status(const std::string& name) {
   StatusReport report;
   report.state = *state;
   try {
+    report.allocation = make_backend(Json::parse(files::read_file(paths.spec())), dir, "")->allocation();
+  } catch (const std::exception&) {
+    // no recorded spec: no backend to ask; the head still answers for the nodes
+  }
+  // What the backend holds, for the error when the head does not answer.
+  const std::string summary = report.allocation.is_object() ? report.allocation.value("summary", "") : "";
+  const std::string held = summary.empty() ? "" : " (" + summary + ")";
+  try {
     report.cluster = client.get("/api/cluster");
     report.nodes = client.get("/api/nodes").value("nodes", Json::array());
   } catch (const Error& e) {
     if (e.code() != ExitCode::kUnreachable) throw;
     throw Error(ExitCode::kUnreachable,
-                "the head of cluster '" + name + "' does not answer at " + address.url() + ": " +
+                "the head of cluster '" + name + "' does not answer at " + address.url() + held + ": " +
                     std::string(e.what()).substr(std::string(e.what()).rfind(": ") + 2),
                 "is it up? 'verlctl up --name " + name + "' starts it, 'verlctl down --name " + name +
                     "' cleans up; the head's log is " + paths.head_log());

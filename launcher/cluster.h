@@ -64,6 +64,7 @@ struct StatusReport {
   ClusterState state;
   nlohmann::ordered_json cluster;  // GET /api/cluster
   nlohmann::ordered_json nodes;    // GET /api/nodes's list
+  nlohmann::ordered_json allocation = nlohmann::ordered_json::object();  // the backend's view (Backend::allocation); {} for none
 };
 // Throws verl::Error(unreachable) naming the cluster and the head's address when there is no
 // cluster, it is down, or its head does not answer.

@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -46,7 +47,10 @@ struct Head::Server {
 };
 
 Head::Head(HeadOptions options)
-    : options_(std::move(options)), registry_(options_.db_path), server_(std::make_unique<Server>()) {
+    : options_(std::move(options)),
+      registry_(options_.db_path),
+      jobs_(options_.db_path),
+      server_(std::make_unique<Server>()) {
   if (options_.token.empty())
     throw Error(ExitCode::kFailure, "the head needs a token", "verlctl up writes one into the state directory");
 }
@@ -57,9 +61,17 @@ void Head::install_routes() {
   auto& http = server_->http;
   const std::string token = options_.token;
   http.set_pre_routing_handler([token](const httplib::Request& req, httplib::Response& res) {
-    const std::string auth = req.get_header_value("Authorization");
+    std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
+    // A browser and a scraper cannot set the header: these two take ?token= (docs/API.md).
+    const bool page = req.path == "/dashboard" || req.path == "/metrics";
+    if (auth.empty() && page && req.has_param("token")) auth = prefix + req.get_param_value("token");
     if (auth.rfind(prefix, 0) != 0 || !same_token(auth.substr(prefix.size()), token)) {
+      // The dashboard answers 401 with its page, whose banner says where the token is (head_pages.cc).
+      if (req.path == "/dashboard") {
+        res.status = 401;
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
       res.set_header("WWW-Authenticate", "Bearer");
       fail(res, 401, auth.empty() ? "missing bearer token" : "wrong bearer token");
       return httplib::Server::HandlerResponse::Handled;
@@ -71,6 +83,8 @@ void Head::install_routes() {
       std::rethrow_exception(ep);
     } catch (const nlohmann::json::exception& e) {
       fail(res, 400, std::string("bad request body: ") + e.what());
+    } catch (const std::invalid_argument& e) {
+      fail(res, 400, std::string("bad request: ") + e.what());
     } catch (const std::exception& e) {
       log::Err() << req.method << " " << req.path << ": " << e.what();
       fail(res, 500, e.what());
@@ -99,10 +113,20 @@ void Head::install_routes() {
       auto n = registry_.node(id);
       return n ? n->state : NodeState::kAlive;
     }();
-    auto node = registry_.heartbeat(id, now_ms());
+    const Json body = parse_body(req);
+    const int64_t now = now_ms();
+    auto node = registry_.heartbeat(id, now);
     if (!node) return fail(res, 404, "no node " + std::to_string(id) + "; register again");
     if (before == NodeState::kLost) log::Info() << "node " << node->name << " is heard from again";
-    reply(res, 200, Json{{"shutdown", shutting_down_.load()}});
+    if (body.contains("gpus") && body["gpus"].is_array()) {
+      std::lock_guard<std::mutex> lock(samples_mu_);
+      auto& q = gpu_samples_[node->name];
+      q.push_back(Json{{"time_ms", now}, {"gpus", body["gpus"]}});
+      while (q.size() > 600) q.pop_front();
+    }
+    const Json orders = controller_->heartbeat(*node, body.value("tasks", Json::array()), req.remote_addr,
+                                               body.value("work_dir", std::string()), now);
+    reply(res, 200, Json{{"shutdown", shutting_down_.load()}, {"tasks", orders}});
   });
 
   http.Post(R"(/api/nodes/(\d+)/leave)", [this](const httplib::Request& req, httplib::Response& res) {
@@ -116,10 +140,22 @@ void Head::install_routes() {
     reply(res, 200, Json::object());
   });
 
-  http.Get("/api/nodes", [this](const httplib::Request&, httplib::Response& res) {
+  http.Get("/api/nodes", [this](const httplib::Request& req, httplib::Response& res) {
     const int64_t now = now_ms();
+    const bool samples = req.get_param_value("samples") == "1";
     Json nodes = Json::array();
-    for (const auto& n : registry_.nodes()) nodes.push_back(to_json(n, now));
+    for (const auto& n : registry_.nodes()) {
+      Json j = to_json(n, now);
+      if (samples) {
+        std::lock_guard<std::mutex> lock(samples_mu_);
+        Json list = Json::array();
+        auto it = gpu_samples_.find(n.name);
+        if (it != gpu_samples_.end())
+          for (const auto& x : it->second) list.push_back(x);
+        j["gpu_samples"] = list;
+      }
+      nodes.push_back(std::move(j));
+    }
     reply(res, 200, Json{{"nodes", nodes}});
   });
 
@@ -146,6 +182,8 @@ void Head::install_routes() {
                {"heartbeat_interval_s", static_cast<double>(options_.heartbeat_interval.count()) / 1000.0},
                {"heartbeat_timeout_s", static_cast<double>(options_.heartbeat_timeout.count()) / 1000.0},
                {"expected_nodes", options_.expected_nodes},
+               {"store_port", options_.store_port},
+               {"probe_ports", options_.probe_ports},
                {"counts", {{"alive", alive}, {"lost", lost}, {"left", left}}}});
   });
 
@@ -159,6 +197,123 @@ void Head::install_routes() {
     cv_.notify_all();
     reply(res, 200, Json{{"agents", alive}});
   });
+
+  install_job_routes();
+  install_page_routes(http);
+}
+
+// The job id in a path: job-<N>; nullopt (and a 404 answered) when it names no job.
+std::optional<JobRecord> Head::job_of(const httplib::Request& req, httplib::Response& res) {
+  const int64_t id = std::stoll(req.matches[1].str());
+  auto job = jobs_.job(id);
+  if (!job) {
+    reply(res, 404, Json{{"error", "no job job-" + std::to_string(id)}, {"hint", "'verlctl jobs' lists the jobs"}});
+    return std::nullopt;
+  }
+  return job;
+}
+
+void Head::install_job_routes() {
+  auto& http = server_->http;
+  http.Post("/api/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    if (shutting_down_) return fail(res, 409, "the head is shutting down");
+    SubmitError error;
+    auto job = controller_->submit(parse_body(req), now_ms(), &error);
+    if (!job) {
+      Json body = {{"error", error.error}, {"hint", error.hint}};
+      if (!error.issues.empty()) {
+        Json issues = Json::array();
+        for (const auto& i : error.issues)
+          issues.push_back({{"path", i.path}, {"message", i.message}, {"hint", i.hint}, {"location", i.where.str()}});
+        body["issues"] = issues;
+        body["text"] = config::format_issues(error.issues);
+      }
+      return reply(res, error.status, body);
+    }
+    reply(res, 201, Json{{"id", job->name()}, {"state", job_state_name(job->state)}});
+  });
+
+  http.Get("/api/jobs", [this](const httplib::Request&, httplib::Response& res) {
+    Json list = Json::array();
+    for (const auto& j : jobs_.jobs()) list.push_back(controller_->summary(j));
+    reply(res, 200, Json{{"jobs", list}});
+  });
+
+  http.Get(R"(/api/jobs/job-(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (auto job = job_of(req, res)) reply(res, 200, controller_->detail(*job, now_ms()));
+  });
+
+  http.Post(R"(/api/jobs/job-(\d+)/stop)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto job = job_of(req, res);
+    if (!job) return;
+    const Json body = parse_body(req);
+    const double grace = body.value("grace_s", 10.0);
+    if (grace < 0 || grace > 3600) return fail(res, 400, "grace_s must be within 0..3600 seconds");
+    job = controller_->stop(job->id, grace, now_ms());
+    reply(res, 200, Json{{"id", job->name()}, {"state", job_state_name(job->state)}});
+  });
+
+  http.Get(R"(/api/jobs/job-(\d+)/logs)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto job = job_of(req, res);
+    if (!job) return;
+    auto num = [&](const char* key, int64_t dflt) {
+      return req.has_param(key) ? std::stoll(req.get_param_value(key)) : dflt;
+    };
+    const int rank = static_cast<int>(num("rank", -1));
+    const int64_t after = num("after", 0);
+    const int limit = static_cast<int>(std::clamp<int64_t>(num("limit", 1000), 1, 10000));
+    bool ended = is_terminal(job->state);
+    for (const auto& p : jobs_.placements(job->id))
+      if (p.state != TaskState::kExited) ended = false;
+    std::vector<LogLine> lines = req.has_param("tail")
+                                     ? jobs_.tail_lines(job->id, rank, static_cast<int>(std::clamp<int64_t>(num("tail", 20), 0, 100000)))
+                                     : jobs_.log_lines(job->id, rank, after, limit);
+    Json out = Json::array();
+    int64_t next = after;
+    for (const auto& l : lines) {
+      out.push_back({{"seq", l.seq}, {"rank", l.rank}, {"host", l.host}, {"stream", l.stream}, {"text", l.text}});
+      next = std::max(next, l.seq);
+    }
+    // done: the job ended, its ranks are gone (their last partial lines flushed) and nothing is left.
+    const bool done = ended && (req.has_param("tail") || static_cast<int>(lines.size()) < limit);
+    reply(res, 200, Json{{"lines", out}, {"next", next}, {"done", done}});
+  });
+
+  http.Post(R"(/api/jobs/job-(\d+)/logs)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto job = job_of(req, res);
+    if (!job) return;
+    const Json body = parse_body(req);
+    const int rank = body.at("rank").get<int>();
+    const std::string host = body.value("host", std::string());
+    for (const auto& c : body.value("chunks", Json::array()))
+      jobs_.append_log(job->id, body.value("attempt", 0), rank, host, c.value("stream", std::string("stdout")), c.value("offset", int64_t{0}),
+                       c.value("data", std::string()), c.value("eof", false));
+    reply(res, 200, Json::object());
+  });
+
+  http.Post(R"(/api/jobs/job-(\d+)/results)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto job = job_of(req, res);
+    if (!job) return;
+    const Json body = parse_body(req);
+    jobs_.put_result(job->id, body.at("rank").get<int>(), body.value("result", Json()));
+    reply(res, 200, Json::object());
+  });
+
+  http.Get(R"(/api/jobs/job-(\d+)/metrics)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto job = job_of(req, res);
+    if (!job) return;
+    const int64_t after = req.has_param("after") ? std::stoll(req.get_param_value("after")) : -1;
+    Json rows = jobs_.metrics(job->id, after);
+    for (auto& r : rows) r.erase("_received_ms");
+    reply(res, 200, Json{{"rows", rows}});
+  });
+
+  http.Post(R"(/api/jobs/job-(\d+)/metrics)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto job = job_of(req, res);
+    if (!job) return;
+    jobs_.put_metrics(job->id, parse_body(req).value("rows", Json::array()), now_ms());
+    reply(res, 200, Json::object());
+  });
 }
 
 void Head::start() {
@@ -170,10 +325,21 @@ void Head::start() {
   http.set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<void*>(&yes), sizeof yes);
+    // httplib writes the header and the body apart: with Nagle, the body waits for the client's
+    // delayed ACK (40 ms a request; bench/api_bench.sh). Accepted sockets inherit it.
+    setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, reinterpret_cast<void*>(&yes), sizeof yes);
   });
   http.set_read_timeout(std::chrono::seconds(5));
   http.set_write_timeout(std::chrono::seconds(5));
   registry_.clear();
+  started_ms_ = now_ms();
+  ControllerOptions co;
+  co.store_port = options_.store_port;
+  co.spec_env = options_.spec_env;
+  co.heartbeat_timeout_ms = options_.heartbeat_timeout.count();
+  co.head_started_ms = started_ms_;
+  controller_ = std::make_unique<JobController>(jobs_, registry_, co);
+  controller_->note_restart(started_ms_);
   if (options_.port == 0) {
     port_ = http.bind_to_any_port(options_.bind_host);
     if (port_ <= 0) port_ = 0;
@@ -184,7 +350,6 @@ void Head::start() {
     throw Error(ExitCode::kFailure,
                 "the head cannot listen on " + options_.bind_host + ":" + std::to_string(options_.port),
                 "is the port in use (another cluster's head)? pick another with head.dashboard_port=PORT");
-  started_ms_ = now_ms();
   listen_thread_ = std::thread([this] { server_->http.listen_after_bind(); });
   // stop() only reaches a server that runs: wait for it, so that a stop() right after start()
   // cannot miss it and leave the listen thread unjoinable.
@@ -197,6 +362,7 @@ void Head::start() {
 void Head::sweep() {
   for (const auto& n : registry_.mark_lost(now_ms(), options_.heartbeat_timeout.count()))
     log::Warn() << "node " << n.name << " (pid " << n.pid << " on " << n.host << ") lost: " << n.reason;
+  if (controller_) controller_->tick(now_ms());
   if (shutting_down_ && !drained_) {
     int alive = 0;
     for (const auto& n : registry_.nodes()) alive += n.state == NodeState::kAlive;

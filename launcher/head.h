@@ -1,17 +1,17 @@
-// The head: the cluster's HTTP API (cpp-httplib) and its node registry. Every request must carry
-// "Authorization: Bearer <token>"; one without it, or with another token, is answered 401 before
-// any handler runs.
+// The head: the cluster's HTTP API (cpp-httplib), its node registry and its jobs (docs/API.md is
+// the contract). Every request must carry "Authorization: Bearer <token>"; one without it, or
+// with another token, is answered 401 before any handler runs.
 //
-//   POST /api/nodes/register        {name, host, pid, resources} -> {id, heartbeat_interval_s}
-//   POST /api/nodes/<id>/heartbeat  {} -> {shutdown: bool}; 404 when the head does not know <id>
-//   POST /api/nodes/<id>/leave      {reason} -> {}
-//   GET  /api/nodes                 {nodes: [...]}  (resources, state, heartbeat age)
-//   GET  /api/cluster               {name, backend, state, head, expected_nodes, counts}
-//   POST /api/shutdown              {} -> {agents}: agents learn it from their next heartbeat
+//   nodes:  POST /api/nodes/register, /api/nodes/<id>/heartbeat (task reports -> orders),
+//           /api/nodes/<id>/leave; GET /api/nodes, /api/cluster; POST /api/shutdown
+//   jobs:   POST/GET /api/jobs, GET /api/jobs/<id>, POST /api/jobs/<id>/stop,
+//           GET/POST /api/jobs/<id>/logs, /metrics; POST /api/jobs/<id>/results
 //
-// A sweeper thread marks nodes lost when their heartbeats stop for heartbeat_timeout. After a
-// shutdown request the head waits until no node is alive any more (each agent says it leaves)
-// or shutdown_grace has passed, then wait() returns.
+// A sweeper thread marks nodes lost when their heartbeats stop for heartbeat_timeout, fails the
+// jobs that ran on them and places waiting jobs (job_controller.h). After a shutdown request the
+// head waits until no node is alive any more (each agent says it leaves) or shutdown_grace has
+// passed, then wait() returns. Jobs live in the same state.db as the registry and survive a
+// restart of the head; the registry does not (agents register again).
 //
 // Thread-safe; start() once, stop() (or the destructor) ends the server and the sweeper.
 #pragma once
@@ -19,6 +19,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,7 +29,15 @@
 #include <thread>
 #include <vector>
 
+#include "launcher/job_controller.h"
+#include "launcher/job_store.h"
 #include "launcher/node_registry.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+class Server;
+}  // namespace httplib
 
 namespace verl::launcher {
 
@@ -45,6 +55,11 @@ struct HeadOptions {
   std::chrono::milliseconds heartbeat_timeout{10000};
   std::chrono::milliseconds sweep_interval{200};
   std::chrono::milliseconds shutdown_grace{5000};
+  int store_port = 6379;  // head.store_port: each job's rank 0 binds it (docs/API.md, rendezvous)
+  nlohmann::ordered_json spec_env = nlohmann::ordered_json::object();  // the spec's env, for every rank
+  // The probe servers cli/cmd_head.cc runs beside the head, {tcp, time} ports, shown as
+  // GET /api/cluster's probe_ports (null: none run).
+  nlohmann::ordered_json probe_ports = nullptr;
 };
 
 class Head {
@@ -65,13 +80,21 @@ class Head {
   void sweep();
   bool shutting_down() const { return shutting_down_; }
   NodeRegistry& registry() { return registry_; }
+  JobStore& jobs() { return jobs_; }
 
  private:
   struct Server;
   void install_routes();
+  void install_job_routes();
+  void install_page_routes(httplib::Server& http);  // GET /metrics, /dashboard (head_pages.cc)
+  std::optional<JobRecord> job_of(const httplib::Request& req, httplib::Response& res);
   void sweeper();
   HeadOptions options_;
   NodeRegistry registry_;
+  JobStore jobs_;
+  std::unique_ptr<JobController> controller_;
+  std::mutex samples_mu_;
+  std::map<std::string, std::deque<nlohmann::ordered_json>> gpu_samples_;  // node name -> last 600
   std::unique_ptr<Server> server_;
   int port_ = 0;
   int64_t started_ms_ = 0;

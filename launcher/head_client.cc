@@ -66,7 +66,7 @@ std::optional<HeadResponse> HeadClient::try_request(const std::string& method, c
                                                     const nlohmann::ordered_json* body, std::string* error) {
   httplib::Result res = method == "GET"
                             ? impl_->client.Get(path.c_str())
-                            : impl_->client.Post(path.c_str(), body ? body->dump() : std::string("{}"),
+                            : impl_->client.Post(path.c_str(), body ? body->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) : std::string("{}"),
                                                  "application/json");
   if (!res) {
     if (error) *error = describe(res.error());

@@ -147,19 +147,8 @@ class LocalBackend : public Backend {
 
 }  // namespace
 
-std::vector<std::string> node_names(const Json& spec) {
-  std::vector<std::string> names;
-  const Json& nodes = spec.at("nodes");
-  for (size_t i = 0; i < nodes.size(); ++i) names.push_back("node-" + std::to_string(i));
-  return names;
-}
-
-std::unique_ptr<Backend> make_backend(const Json& spec, const std::string& state_dir, const std::string& exe) {
-  const std::string backend = spec.at("backend").get<std::string>();
-  if (backend == "local") return std::make_unique<LocalBackend>(spec, state_dir, exe);
-  throw Error(ExitCode::kNotCompiledIn,
-              "the " + backend + " backend is not implemented in this build of verlctl",
-              "use backend=local (or 'verlctl up --local N') on this machine");
+std::unique_ptr<Backend> make_local_backend(const Json& spec, const std::string& state_dir, const std::string& exe) {
+  return std::make_unique<LocalBackend>(spec, state_dir, exe);
 }
 
 }  // namespace verl::launcher

@@ -3,43 +3,14 @@
 // any other node without a GPU is skipped.
 #include "probes/gpu_probe.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 
+#include "probes/cuda_api.h"
 #include "probes/probes.h"
 
 namespace verl::probes {
 
 namespace {
-
-// One dlopen'ed library, closed on destruction.
-class Library {
- public:
-  explicit Library(std::initializer_list<const char*> names) {
-    for (const char* n : names) {
-      handle_ = ::dlopen(n, RTLD_NOW | RTLD_LOCAL);
-      if (handle_) return;
-      const char* e = ::dlerror();
-      if (error_.empty()) error_ = e ? e : n;
-    }
-  }
-  ~Library() {
-    if (handle_) ::dlclose(handle_);
-  }
-  Library(const Library&) = delete;
-  Library& operator=(const Library&) = delete;
-  explicit operator bool() const { return handle_ != nullptr; }
-  const std::string& error() const { return error_; }
-  template <typename F>
-  F get(const char* symbol) const {
-    return handle_ ? reinterpret_cast<F>(::dlsym(handle_, symbol)) : nullptr;
-  }
-
- private:
-  void* handle_ = nullptr;
-  std::string error_;
-};
 
 // The NVML types and calls used, as nvml.h declares them (a stable C ABI).
 struct NvmlMemory {
@@ -53,14 +24,14 @@ void read_nvml(GpuInfo& info, std::string& why) {
     why = "libnvidia-ml.so.1: not found (no NVIDIA driver)";
     return;
   }
-  auto init = nvml.get<int (*)()>("nvmlInit_v2");
-  auto shutdown = nvml.get<int (*)()>("nvmlShutdown");
-  auto count = nvml.get<int (*)(unsigned*)>("nvmlDeviceGetCount_v2");
-  auto handle = nvml.get<int (*)(unsigned, NvmlDevice*)>("nvmlDeviceGetHandleByIndex_v2");
-  auto name = nvml.get<int (*)(NvmlDevice, char*, unsigned)>("nvmlDeviceGetName");
-  auto memory = nvml.get<int (*)(NvmlDevice, NvmlMemory*)>("nvmlDeviceGetMemoryInfo");
-  auto driver = nvml.get<int (*)(char*, unsigned)>("nvmlSystemGetDriverVersion");
-  auto cuda = nvml.get<int (*)(int*)>("nvmlSystemGetCudaDriverVersion");
+  auto init = nvml.get<int (*)()>("nvmlInit_v2", nullptr);
+  auto shutdown = nvml.get<int (*)()>("nvmlShutdown", nullptr);
+  auto count = nvml.get<int (*)(unsigned*)>("nvmlDeviceGetCount_v2", nullptr);
+  auto handle = nvml.get<int (*)(unsigned, NvmlDevice*)>("nvmlDeviceGetHandleByIndex_v2", nullptr);
+  auto name = nvml.get<int (*)(NvmlDevice, char*, unsigned)>("nvmlDeviceGetName", nullptr);
+  auto memory = nvml.get<int (*)(NvmlDevice, NvmlMemory*)>("nvmlDeviceGetMemoryInfo", nullptr);
+  auto driver = nvml.get<int (*)(char*, unsigned)>("nvmlSystemGetDriverVersion", nullptr);
+  auto cuda = nvml.get<int (*)(int*)>("nvmlSystemGetCudaDriverVersion", nullptr);
   if (!init || !shutdown || !count || !handle) {
     why = "libnvidia-ml.so.1: lacks nvmlInit_v2/nvmlDeviceGetCount_v2";
     return;
@@ -91,24 +62,20 @@ void read_nvml(GpuInfo& info, std::string& why) {
   shutdown();
 }
 
-// libcudart: the runtime version, and the devices CUDA sees (CUDA_VISIBLE_DEVICES applies).
+// libcudart (the one loader, probes/cuda_api.h): the runtime version, and the devices CUDA sees
+// (CUDA_VISIBLE_DEVICES applies).
 void read_cudart(GpuInfo& info, std::string& why) {
-  Library rt({"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"});
-  if (!rt) {
-    why = "libcudart: not found";
+  const CudaRuntime& rt = cudart();
+  if (!rt.ok()) {
+    why = "libcudart: " + (rt.library.empty() ? std::string("not found") : rt.why);
     return;
   }
-  auto runtime = rt.get<int (*)(int*)>("cudaRuntimeGetVersion");
-  auto driver = rt.get<int (*)(int*)>("cudaDriverGetVersion");
-  auto count = rt.get<int (*)(int*)>("cudaGetDeviceCount");
-  auto error = rt.get<const char* (*)(int)>("cudaGetErrorString");
   int v = 0;
-  if (runtime && runtime(&v) == 0) info.cuda_runtime = cuda_version_string(v);
-  if (info.cuda_driver.empty() && driver && driver(&v) == 0 && v > 0) info.cuda_driver = cuda_version_string(v);
+  if (rt.runtime_get_version(&v) == 0) info.cuda_runtime = cuda_version_string(v);
+  if (info.cuda_driver.empty() && rt.driver_get_version(&v) == 0 && v > 0) info.cuda_driver = cuda_version_string(v);
   int n = 0;
-  if (!count) return;
-  if (int rc = count(&n); rc != 0) {
-    why = std::string("cudaGetDeviceCount: ") + (error ? error(rc) : ("error " + std::to_string(rc)).c_str());
+  if (int rc = rt.get_device_count(&n); rc != 0) {
+    why = std::string("cudaGetDeviceCount: ") + rt.get_error_string(rc);
     info.cuda_visible = 0;
     info.cuda_error = why;
     return;
@@ -142,6 +109,25 @@ int expected_gpus(const Json& spec) {
       s && s->contains("gpus_per_node") && s->at("gpus_per_node").is_number_integer())
     n = std::max(n, s->at("gpus_per_node").get<int>());
   return n;
+}
+
+int cuda_devices_or_skip(const Context& ctx, const std::string& metric, std::vector<Measurement>* out) {
+  const DlopenGpuSource real;
+  const GpuInfo info = (ctx.gpus ? ctx.gpus : &real)->query();
+  const int n = info.cuda_visible.value_or(0);
+  if (n > 0) return n;
+  std::string why = !info.cuda_error.empty()      ? info.cuda_error
+                    : !info.cuda_visible          ? "libcudart: not loadable"
+                    : info.devices.empty()        ? info.why_none
+                                                  : "CUDA sees none of the " + std::to_string(info.devices.size()) +
+                                                        " GPUs (CUDA_VISIBLE_DEVICES)";
+  if (const int want = expected_gpus(ctx.spec); want > 0)
+    out->push_back({metric, std::nullopt,
+                    "the spec gives this node " + std::to_string(want) + " GPUs, CUDA sees none (" + why + ")",
+                    Status::kFail});
+  else
+    out->push_back({metric, std::nullopt, "skipped: no CUDA device (" + why + ")", Status::kSkipped});
+  return 0;
 }
 
 Probe gpu_probe() {

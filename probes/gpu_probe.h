@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "probes/probe.h"
+
 namespace verl::probes {
 
 struct GpuDevice {
@@ -35,6 +37,11 @@ class DlopenGpuSource : public GpuSource {
  public:
   GpuInfo query() const override;
 };
+
+// The number of CUDA devices a GPU rate probe measures (after CUDA_VISIBLE_DEVICES), from
+// ctx.gpus or the real source. 0 with one measurement of `metric` added to *out saying why:
+// "skipped: no CUDA device (...)", or a fail when the spec gives this node GPUs.
+int cuda_devices_or_skip(const Context& ctx, const std::string& metric, std::vector<Measurement>* out);
 
 // 12040 -> "12.4" (cudaRuntimeGetVersion's and cudaDriverGetVersion's encoding).
 std::string cuda_version_string(int v);

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <map>
+#include <set>
 
 #include "probes/probes.h"
 
@@ -45,7 +47,8 @@ Status judge(double value, Bound bound, double threshold) {
 
 std::vector<Probe> local_probes() {
   return {shm_probe(), disk_probe(), clock_probe(), ports_probe(), tcp_probe(),
-          versions_probe(), gpu_probe(), ib_probe()};
+          versions_probe(), gpu_probe(), h2d_probe(), d2h_probe(), d2d_probe(), matmul_probe(),
+          nccl_intra_probe(), nccl_inter_probe(), ib_probe()};
 }
 
 namespace {
@@ -84,6 +87,7 @@ std::vector<Row> run_probes(const std::vector<Probe>& probes, const Context& ctx
       r.metric = m.metric;
       r.value = m.value;
       r.detail = m.detail;
+      r.data = m.data;
       const Metric* spec = d.metric(m.metric);
       if (!spec) {
         r.status = Status::kFail;
@@ -108,6 +112,36 @@ std::vector<Row> run_probes(const std::vector<Probe>& probes, const Context& ctx
   return rows;
 }
 
+std::vector<Row> compare_versions(const std::vector<Row>& rows) {
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> seen;  // metric -> value -> nodes
+  std::vector<std::string> order;
+  for (const auto& r : rows) {
+    if (r.probe != "versions" || r.status == Status::kSkipped) continue;
+    if (!seen.count(r.metric)) order.push_back(r.metric);
+    seen[r.metric][r.detail].push_back(r.node);
+  }
+  std::vector<Row> out;
+  for (const auto& metric : order) {
+    const auto& values = seen.at(metric);
+    if (values.size() < 2) continue;
+    Row r;
+    r.node = "*";
+    r.probe = "versions";
+    r.metric = metric;
+    r.status = Status::kFail;
+    r.detail = "differs across nodes:";
+    std::string sep = " ";
+    for (const auto& [value, nodes] : values) {
+      std::string names;
+      for (const auto& n : nodes) names += (names.empty() ? "" : ", ") + n;
+      r.detail += sep + names + " " + (nodes.size() == 1 ? "has" : "have") + " '" + value + "'";
+      sep = "; ";
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 ExitCode exit_code(const std::vector<Row>& rows) {
   for (const auto& r : rows)
     if (r.status == Status::kFail) return ExitCode::kCheckFailed;
@@ -115,9 +149,13 @@ ExitCode exit_code(const std::vector<Row>& rows) {
 }
 
 std::string failed_names(const std::vector<Row>& rows) {
+  std::set<std::string> distinct;
+  for (const auto& r : rows) distinct.insert(r.node);
+  const size_t nodes = distinct.size();
   std::string out;
   for (const auto& r : rows)
-    if (r.status == Status::kFail) out += (out.empty() ? "" : ", ") + r.probe + "." + r.metric;
+    if (r.status == Status::kFail)
+      out += (out.empty() ? "" : ", ") + (nodes > 1 ? r.node + " " : std::string()) + r.probe + "." + r.metric;
   return out;
 }
 
@@ -158,12 +196,44 @@ Json to_json(const std::vector<Row>& rows) {
       threshold = {{"key", "probes." + r.threshold_key},
                    {"bound", r.bound == Bound::kAtLeast ? "at_least" : "at_most"},
                    {"value", *r.threshold}};
-    list.push_back({{"node", r.node}, {"probe", r.probe}, {"metric", r.metric},
-                    {"value", r.value ? Json(*r.value) : Json(nullptr)}, {"unit", r.unit},
-                    {"threshold", threshold}, {"status", status_name(r.status)}, {"detail", r.detail}});
+    Json row = {{"node", r.node}, {"probe", r.probe}, {"metric", r.metric},
+                {"value", r.value ? Json(*r.value) : Json(nullptr)}, {"unit", r.unit},
+                {"threshold", threshold}, {"status", status_name(r.status)}, {"detail", r.detail}};
+    if (!r.data.is_null()) row["data"] = r.data;
+    list.push_back(row);
   }
   return {{"rows", list},
           {"summary", {{"pass", counts[0]}, {"warn", counts[1]}, {"fail", counts[2]}, {"skipped", counts[3]}}}};
+}
+
+std::vector<Row> rows_from_json(const Json& report) {
+  if (!report.is_object() || !report.contains("rows") || !report.at("rows").is_array())
+    throw Error(ExitCode::kFailure, "not a probe report: no rows[] (" + report.dump().substr(0, 80) + ")");
+  std::vector<Row> out;
+  for (const auto& j : report.at("rows")) {
+    Row r;
+    r.node = j.value("node", std::string());
+    r.probe = j.value("probe", std::string());
+    r.metric = j.value("metric", std::string());
+    if (j.contains("value") && j.at("value").is_number()) r.value = j.at("value").get<double>();
+    r.unit = j.value("unit", std::string());
+    if (j.contains("threshold") && j.at("threshold").is_object()) {
+      const Json& t = j.at("threshold");
+      std::string key = t.value("key", std::string());
+      if (key.rfind("probes.", 0) == 0) key = key.substr(7);
+      r.threshold_key = key;
+      r.bound = t.value("bound", std::string()) == "at_most" ? Bound::kAtMost : Bound::kAtLeast;
+      if (t.contains("value") && t.at("value").is_number()) r.threshold = t.at("value").get<double>();
+    }
+    const std::string status = j.value("status", std::string("fail"));
+    r.status = Status::kFail;
+    for (Status s : {Status::kPass, Status::kWarn, Status::kFail, Status::kSkipped})
+      if (status == status_name(s)) r.status = s;
+    r.detail = j.value("detail", std::string());
+    if (j.contains("data")) r.data = j.at("data");
+    out.push_back(r);
+  }
+  return out;
 }
 
 }  // namespace verl::probes

@@ -28,15 +28,24 @@ std::vector<Probe> local_probes();
 // detail is the error; a measurement naming a metric its descriptor lacks is a bug (fail row).
 std::vector<Row> run_probes(const std::vector<Probe>& probes, const Context& ctx);
 
+// The rows of several nodes' reports: each versions metric must read the same on every node
+// that reports it (skipped rows aside). One fail row (node "*") per metric that differs, naming
+// each value and the nodes that have it.
+std::vector<Row> compare_versions(const std::vector<Row>& rows);
+
 // kCheckFailed when any row failed, else kOk.
 ExitCode exit_code(const std::vector<Row>& rows);
-// "shm.size, tcp.bandwidth": the failed rows, for the error message.
+// "shm.size, tcp.bandwidth": the failed rows, for the error message ("node-1 shm.size" when
+// the rows come from several nodes).
 std::string failed_names(const std::vector<Row>& rows);
 
 // The report: a table (header, cells) and JSON {rows: [...], summary: {pass, warn, fail, skipped}}.
 std::vector<std::string> table_header();
 std::vector<std::vector<std::string>> table_cells(const std::vector<Row>& rows);
 Json to_json(const std::vector<Row>& rows);
+// The rows of a to_json() report (another node's, sent through the head). Throws
+// verl::Error(failure) naming what is missing when it is not one.
+std::vector<Row> rows_from_json(const Json& report);
 
 // A value as the table shows it: 3 significant digits, no exponent ("23.5", "0.125", "1234"),
 // a whole number without decimals ("1", "24").

@@ -141,7 +141,7 @@ void recv_all(int fd, void* data, size_t size) {
 uint64_t to_wire(uint64_t v) { return htobe64(v); }
 uint64_t from_wire(uint64_t v) { return be64toh(v); }
 
-LoopServer::LoopServer(const std::string& host, int port, Handler handler) : handler_(std::move(handler)) {
+Socket listen_on(const std::string& host, int port, Endpoint* bound) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -153,7 +153,7 @@ LoopServer::LoopServer(const std::string& host, int port, Handler handler) : han
   Socket s(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   int one = 1;
   ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (!s.valid() || ::bind(s.fd(), found->ai_addr, found->ai_addrlen) != 0 || ::listen(s.fd(), 16) != 0) {
+  if (!s.valid() || ::bind(s.fd(), found->ai_addr, found->ai_addrlen) != 0 || ::listen(s.fd(), 64) != 0) {
     const int err = errno;
     ::freeaddrinfo(found);
     throw Error(ExitCode::kFailure, "probe server cannot listen on " + host + ":" + p + ": " + std::strerror(err),
@@ -163,10 +163,24 @@ LoopServer::LoopServer(const std::string& host, int port, Handler handler) : han
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
   ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len);
-  endpoint_.host = host;
-  endpoint_.port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                                                    : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  listen_ = std::move(s);
+  if (bound) {
+    bound->host = host;
+    bound->port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                                   : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  }
+  return s;
+}
+
+std::optional<Socket> accept_within(const Socket& listener, std::chrono::milliseconds timeout) {
+  pollfd p{listener.fd(), POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return std::nullopt;
+  Socket conn(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!conn.valid()) return std::nullopt;
+  return conn;
+}
+
+LoopServer::LoopServer(const std::string& host, int port, Handler handler) : handler_(std::move(handler)) {
+  listen_ = listen_on(host, port, &endpoint_);
   thread_ = std::thread([this] { loop(); });
 }
 

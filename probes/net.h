@@ -51,6 +51,12 @@ bool recv_or_eof(int fd, void* data, size_t size);
 uint64_t to_wire(uint64_t v);
 uint64_t from_wire(uint64_t v);
 
+// A listening socket on host:port (port 0: any free one); *bound gets the port it took.
+// Throws verl::Error(failure) naming host:port.
+Socket listen_on(const std::string& host, int port, Endpoint* bound);
+// The next connection within timeout, or nullopt.
+std::optional<Socket> accept_within(const Socket& listener, std::chrono::milliseconds timeout);
+
 // Listens on host:port (port 0: any free one), serves connections one at a time on its thread.
 class LoopServer {
  public:

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -54,6 +55,7 @@ struct Measurement {
   std::optional<double> value;    // in the metric's unit; nullopt: nothing to show
   std::string detail;             // where and how: the path, the peer, the model
   std::optional<Status> verdict;  // set only when the probe decides itself (refused, skipped)
+  Json data = nullptr;            // optional structured detail for -o json (the nccl sweep)
 };
 
 // One line of the report.
@@ -68,6 +70,7 @@ struct Row {
   std::optional<double> threshold;
   Status status = Status::kPass;
   std::string detail;
+  Json data = nullptr;  // the measurement's data, when it has any
 };
 
 struct Endpoint {
@@ -87,6 +90,14 @@ struct IbPort {
 
 class GpuSource;  // probes/gpu_probe.h
 
+// A process's place in a job launched through the cluster, as torchrun-style launchers hand it
+// over (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): the nccl_inter probe's rendezvous.
+struct World {
+  int rank = 0;
+  int size = 1;
+  Endpoint master;  // rank 0 listens on master.port
+};
+
 // Everything probes read from outside this library.
 struct Context {
   Json spec;                             // the resolved cluster spec: probes.*, nodes, slurm, head
@@ -103,6 +114,18 @@ struct Context {
   int tcp_pings = 2000;                  // tcp: 1-byte round trips for the latency
   std::vector<IbPort> ib_ports;
   const GpuSource* gpus = nullptr;       // nullptr: the real one (dlopen)
+  // h2d, d2h, d2d: bytes per copy, each size best of copy_reps (probes/gpu_bench.h).
+  std::vector<uint64_t> copy_sizes{1ull << 20, 16ull << 20, 256ull << 20};
+  int copy_reps = 20;
+  int matmul_n = 8192;                   // matmul: an n^3 bf16 product, best of matmul_reps
+  int matmul_reps = 10;
+  // nccl_intra, nccl_inter (probes/nccl_probe.h): the swept sizes and the loop counts per size.
+  std::vector<uint64_t> nccl_sizes;      // empty: nccl_default_sizes()
+  int nccl_warmup = 5;
+  int nccl_iters = 20;
+  bool nccl_ring = false;                // NCCL_ALGO=Ring: the ring's links, not NVLS/trees
+  std::optional<World> world;            // nccl_inter: this process's place among the job's ranks
+  std::chrono::milliseconds rendezvous_timeout{120000};
   std::chrono::milliseconds connect_timeout{2000};
 };
 

@@ -19,6 +19,14 @@ Probe tcp_probe();       // bandwidth vs probes.min_tcp_gbps and round-trip time
 Probe versions_probe();  // verlctl, commit, libtorch, CUDA, NCCL, NVIDIA driver
 Probe gpu_probe();       // GPUs: count, model, memory, driver and CUDA runtime
 Probe ib_probe();        // InfiniBand/RoCE ports: state and rate
+// GPU rates, per GPU (probes/gpu_bench.h); skipped without a CUDA device.
+Probe h2d_probe();         // pinned host -> device copy bandwidth vs probes.min_copy_gbps
+Probe d2h_probe();         // device -> pinned host copy bandwidth vs probes.min_copy_gbps
+Probe d2d_probe();         // device -> same device copy bandwidth vs probes.min_d2d_gbps
+Probe matmul_probe();      // bf16 matrix product rate vs probes.min_bf16_tflops
+// NCCL collectives (probes/nccl_probe.h): busbw vs probes.min_busbw_gbps.
+Probe nccl_intra_probe();  // this process over all its GPUs (ncclCommInitAll)
+Probe nccl_inter_probe();  // every rank of the job (Context::world), through the cluster
 
 struct FsSpace {
   std::string path;         // what was measured: the path itself or its nearest existing parent

@@ -159,6 +159,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   r.seed = get<int64_t>(c, rp + ".seed");
   r.log_prob_micro_batch_size_per_gpu = get<int64_t>(c, rp + ".log_prob_micro_batch_size_per_gpu");
   r.val = read_sampling(c, rp + ".val_kwargs");
+  r.gpu_memory_utilization = get<double>(c, rp + ".gpu_memory_utilization");
 
   j.ref.device = get<std::string>(c, "actor_rollout_ref.ref.device");
   j.ref.log_prob_micro_batch_size_per_gpu =

@@ -92,6 +92,9 @@ struct RolloutConfig {
   int64_t seed = 7;
   int64_t log_prob_micro_batch_size_per_gpu = 128;
   SamplingConfig val;                  // rollout.val_kwargs
+  // verl's share of GPU memory for the rollout; the native rollout shares the trainer's
+  // allocator, so it caps the whole process's CUDA caching allocator on each device it uses.
+  double gpu_memory_utilization = 0.85;
 };
 
 struct RefConfig {

@@ -1,3 +1,6 @@
+#if VERL_TORCH_HAS_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 #include "trainer/model.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -320,6 +323,15 @@ CausalLm make_reference(const CausalLm& policy, const torch::Device& device) {
 
 torch::Tensor position_ids_from_mask(const torch::Tensor& attention_mask) {
   return (attention_mask.to(torch::kLong).cumsum(1) - 1).clamp_min(0);
+}
+
+void limit_device_memory(const torch::Device& device, double fraction) {
+#if VERL_TORCH_HAS_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
+#else
+  (void)device;
+  (void)fraction;
+#endif
 }
 
 torch::Device parse_device(const std::string& spec, const std::string& key) {

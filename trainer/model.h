@@ -175,6 +175,11 @@ torch::Tensor position_ids_from_mask(const torch::Tensor& attention_mask);
 // "auto" -> cuda if available else cpu; "cpu", "cuda", "cuda:N". Throws verl::Error naming key.
 torch::Device parse_device(const std::string& spec, const std::string& key);
 
+// Caps the CUDA caching allocator of device at fraction (0, 1] of its memory, so that a rank
+// fails with an out-of-memory error instead of starving a neighbour sharing the GPU. A no-op
+// for CPU devices and for builds without CUDA.
+void limit_device_memory(const torch::Device& device, double fraction);
+
 int64_t count_parameters(const torch::nn::Module& module);
 
 }  // namespace verl::trainer

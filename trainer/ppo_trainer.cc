@@ -90,6 +90,8 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
   actor_device_ = resolve_device(config_.actor.device, "actor_rollout_ref.actor.device", t.device, local_rank);
   critic_device_ = resolve_device(config_.critic.device, "critic.device", t.device, local_rank);
   ref_device_ = resolve_device(config_.ref.device, "actor_rollout_ref.ref.device", t.device, local_rank);
+  for (const auto& d : {actor_device_, critic_device_, ref_device_})
+    limit_device_memory(d, config_.rollout.gpu_memory_utilization);
   if (config_.model.path) {
     throw Error{ExitCode::kInvalidConfig,
                 "actor_rollout_ref.model.path: loading HF checkpoints is not implemented yet",
@@ -178,6 +180,19 @@ void PpoTrainer::set_lr(torch::optim::Optimizer& opt, double lr) {
 
 void PpoTrainer::record(int64_t step, const MetricMap& m) {
   if (recorder_) recorder_->record(step, m);
+}
+
+void PpoTrainer::start_recorder(int64_t total, int64_t resume_from_step, std::vector<std::string> console_keys) {
+  if (rank() != 0) return;
+  const auto& t = config_.trainer;
+  auto has = [&](const char* logger) { return std::find(t.logger.begin(), t.logger.end(), logger) != t.logger.end(); };
+  MetricsOptions mo;
+  if (has("file")) mo.jsonl_path = t.metrics_file.value_or(t.default_local_dir + "/metrics.jsonl");
+  mo.console = has("console");
+  mo.total_steps = total;
+  mo.resume_from_step = resume_from_step;
+  if (!console_keys.empty()) mo.console_keys = std::move(console_keys);
+  recorder_ = std::make_unique<MetricsRecorder>(mo);
 }
 
 void PpoTrainer::maybe_save(int64_t step, bool force) {
@@ -684,15 +699,7 @@ FitResult PpoTrainer::fit() {
     sft_sampler_->set_state(sft_ss);
     if (rank() == 0) log::Info() << "resumed from " << *resume_dir << " at step " << global_step_;
   }
-  if (rank() == 0) {
-    MetricsOptions mo;
-    const bool file = std::find(t.logger.begin(), t.logger.end(), "file") != t.logger.end();
-    if (file) mo.jsonl_path = t.metrics_file.value_or(t.default_local_dir + "/metrics.jsonl");
-    mo.console = std::find(t.logger.begin(), t.logger.end(), "console") != t.logger.end();
-    mo.total_steps = total;
-    mo.resume_from_step = resumed_from;
-    recorder_ = std::make_unique<MetricsRecorder>(mo);
-  }
+  start_recorder(total, resumed_from, {});
   // SFT warm start, only on a fresh run (a resumed one has it in its weights).
   if (resumed_from < 0 && t.sft_warmup_steps > 0) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -737,15 +744,7 @@ FitResult PpoTrainer::fit_sft() {
   FitResult out;
   const auto& t = config_.trainer;
   const int64_t total = t.sft_warmup_steps > 0 ? t.sft_warmup_steps : total_steps();
-  if (rank() == 0) {
-    MetricsOptions mo;
-    const bool file = std::find(t.logger.begin(), t.logger.end(), "file") != t.logger.end();
-    if (file) mo.jsonl_path = t.metrics_file.value_or(t.default_local_dir + "/metrics.jsonl");
-    mo.console = std::find(t.logger.begin(), t.logger.end(), "console") != t.logger.end();
-    mo.total_steps = total;
-    mo.console_keys = {"sft/loss", "sft/token_acc", "val/score/mean"};
-    recorder_ = std::make_unique<MetricsRecorder>(mo);
-  }
+  start_recorder(total, /*resume_from_step=*/-1, {"sft/loss", "sft/token_acc", "val/score/mean"});
   if (t.val_before_train) {
     auto v = validate();
     out.val_scores.emplace_back(0, v.score);

@@ -86,6 +86,9 @@ class PpoTrainer {
   void reduce(MetricMap& m);
   void maybe_save(int64_t step, bool force);
   void record(int64_t step, const MetricMap& m);
+  // Rank 0 only: the metrics recorder for a run of total steps, after trainer.logger (file,
+  // console). Empty console_keys: the recorder's default progress-line keys.
+  void start_recorder(int64_t total, int64_t resume_from_step, std::vector<std::string> console_keys);
 
   JobConfig config_;
   Distributed* dist_;

@@ -43,7 +43,7 @@ check "dry-run starts nothing, writes nothing" '[ ! -e "$dir" ] && [ -z "$(lefto
 
 # up --local 2
 t0=$(date +%s%N)
-err=$("$v" up --local 2 --name "$name" $ports $fast --timeout 30 2>&1 >/dev/null); rc=$?
+err=$("$v" up --local 2 --name "$name" $ports $fast --skip-preflight --timeout 30 2>&1 >/dev/null); rc=$?
 t1=$(date +%s%N)
 echo "$err" >&2
 check "up exits 0" '[ $rc -eq 0 ]'
@@ -96,7 +96,7 @@ fi
 check "ssh backend exits 6 naming it" '[ $rc -eq 6 ] && grep -q "ssh backend" "$VERLCTL_HOME/ssh.err"'
 
 # A second cluster on the taken port fails, named, and leaves nothing behind.
-err=$("$v" up --local 1 --name "$name-b" $ports $fast --timeout 20 2>&1 >/dev/null); rc=$?
+err=$("$v" up --local 1 --name "$name-b" $ports $fast --skip-preflight --timeout 20 2>&1 >/dev/null); rc=$?
 echo "$err" >&2
 check "up on a taken port exits 1" '[ $rc -eq 1 ]'
 check "it names the head and its log" 'grep -q "head" <<<"$err" && grep -q "head.log" <<<"$err"'
@@ -131,7 +131,7 @@ check "status of a down cluster exits 4 naming the address" '[ $rc -eq 4 ] && gr
 check "down again is fine" '[ $? -eq 0 ]'
 
 # A head that dies: status exits 4 with the address and a hint; down signals the agents.
-"$v" up --local 1 --name "$name" $ports $fast --timeout 30 >/dev/null 2>&1
+"$v" up --local 1 --name "$name" $ports $fast --skip-preflight --timeout 30 >/dev/null 2>&1
 check "up again after down" '[ $? -eq 0 ]'
 kill -9 "$(pid_of head)"
 "$v" status --name "$name" >/dev/null 2>"$VERLCTL_HOME/status.err"; rc=$?

@@ -103,6 +103,20 @@ TEST(Config, MiniBatchMustSplitIntoMicroBatches) {
   EXPECT_NE(i->message.find("128"), std::string::npos);
 }
 
+TEST(Config, TensorParallelIsRefusedWithTheDataParallelHint) {
+  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.rollout.tensor_model_parallel_size=2"});
+  const Issue* i = issue_at(d, "actor_rollout_ref.rollout.tensor_model_parallel_size");
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->severity, Severity::kError);
+  EXPECT_NE(i->hint.find("n_gpus_per_node"), std::string::npos);
+  EXPECT_EQ(issue_at(resolve(Kind::kJob, "", {}), "actor_rollout_ref.rollout.tensor_model_parallel_size"), nullptr);
+}
+
+TEST(Config, GpuMemoryShareMustLeaveTheAllocatorSomething) {
+  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.rollout.gpu_memory_utilization=0"});
+  ASSERT_NE(issue_at(d, "actor_rollout_ref.rollout.gpu_memory_utilization"), nullptr);
+}
+
 TEST(Config, YamlSyntaxErrorHasLineAndColumn) {
   auto f = write_temp("syntax.yaml", "data:\n  train_batch_size: [1, 2\ntrainer:\n  nnodes: 1\n");
   auto d = resolve(Kind::kJob, f, {});

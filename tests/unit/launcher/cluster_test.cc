@@ -72,18 +72,43 @@ TEST_F(TempHome, LocalWithoutNodesIsOneNode) {
   EXPECT_EQ(plan_up(o).daemons.size(), 2u);
 }
 
-TEST_F(TempHome, SshAndSlurmAreNotCompiledInNamingTheBackend) {
-  for (const char* backend : {"ssh", "slurm"}) {
-    UpOptions o;
-    o.overrides = {std::string("backend=") + backend, "nodes=[{host: 10.0.0.2}]"};
-    try {
-      plan_up(o);
-      FAIL() << backend << " must not plan";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ExitCode::kNotCompiledIn) << e.what();
-      EXPECT_NE(std::string(e.what()).find(std::string("the ") + backend + " backend"), std::string::npos) << e.what();
-    }
+// The ssh plan: the head here, one agent per host named by it, and exactly the remote commands
+// that start() runs (quoted; the node's own directory under ssh.remote_dir).
+TEST_F(TempHome, SshPlanNamesNodesByHostWithTheirRemoteCommands) {
+  UpOptions o;
+  o.exe = "/opt/verl/verlctl";
+  o.overrides = {"backend=ssh", "name=c1", "nodes=[{host: 10.0.0.2}, {host: 10.0.0.3, port: 2200, user: bob}, {host: 10.0.0.3}]",
+                 "ssh.user=alice", "ssh.remote_dir=/scratch/it's here"};
+  const auto plan = plan_up(o);
+  ASSERT_EQ(plan.daemons.size(), 4u);
+  EXPECT_EQ(plan.daemons[0].role, "head");
+  EXPECT_TRUE(plan.daemons[0].remote.empty()) << "the head runs on this machine";
+  const std::vector<std::string> names = {"10.0.0.2", "10.0.0.3-1", "10.0.0.3-2"};
+  const std::vector<std::string> targets = {"alice@10.0.0.2:22", "bob@10.0.0.3:2200", "alice@10.0.0.3:22"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto& a = plan.daemons[i + 1];
+    EXPECT_EQ(a.node, names[i]);
+    ASSERT_GE(a.remote.size(), 4u);
+    EXPECT_EQ(a.remote[0].rfind("# ssh " + targets[i] + " ", 0), 0u) << a.remote[0];
+    const std::string dir = "'/scratch/it'\\''s here/c1/nodes/" + names[i] + "'";
+    EXPECT_NE(a.remote[1].find("mkdir -p " + dir), std::string::npos) << a.remote[1];
+    const std::string& start = a.remote.back();
+    EXPECT_EQ(start.rfind("cd " + dir + " || exit 1; setsid nohup '/scratch/it'\\''s here/bin/verlctl' agent ", 0), 0u) << start;
+    EXPECT_NE(start.find("--token-file " + dir.substr(0, dir.size() - 1) + "/token'"), std::string::npos) << start;
+    EXPECT_NE(start.find("--node " + names[i] + " "), std::string::npos) << start;
+    EXPECT_NE(start.find("</dev/null >>agent.log 2>&1 &"), std::string::npos) << start;
+    EXPECT_EQ(a.log, a.host + ":/scratch/it's here/c1/nodes/" + names[i] + "/agent.log");
   }
+  EXPECT_FALSE(fs::exists(home_)) << "a plan (dry run) must not create the state directory";
+}
+
+TEST_F(TempHome, SshRemoteDirUnderHomeIsExpandedByTheRemoteShell) {
+  UpOptions o;
+  o.overrides = {"backend=ssh", "nodes=[{host: h1}]", "ssh.copy_binary=never"};
+  const auto plan = plan_up(o);
+  const std::string& start = plan.daemons.at(1).remote.back();
+  EXPECT_EQ(start.rfind("cd \"$HOME\"/.verlctl/local/nodes/h1 || exit 1; setsid nohup verlctl agent ", 0), 0u) << start;
+  for (const auto& line : plan.daemons.at(1).remote) EXPECT_EQ(line.find("-> ~/.verlctl/bin"), std::string::npos) << line;
 }
 
 TEST_F(TempHome, BadSpecIsInvalidConfig) {

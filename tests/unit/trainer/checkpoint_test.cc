@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "tests/unit/trainer/rank_harness.h"
 #include "trainer/distributed.h"
 
 namespace verl::trainer {
@@ -259,18 +260,6 @@ TEST(Checkpoint, LoadingACriticThatWasNotSavedNamesIt) {
   }
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
 
 // Two ranks (threads) save through one manager each: rank 0 writes, both return after it; when
 // rank 0's write fails, rank 1 fails too instead of running ahead of a missing checkpoint.
@@ -278,33 +267,19 @@ TEST(Checkpoint, RankZeroWritesAndOtherRanksLearnTheOutcome) {
   TempDir tmp;
   Rig rigs[2] = {Rig(1), Rig(2)};
   ExplodingModule boom;
-  const int port = free_port();
   std::string dirs[2], errors[2];
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        DistributedOptions o;
-        o.rank = r;
-        o.world_size = 2;
-        o.master_port = port;
-        o.timeout = std::chrono::seconds(30);
-        Distributed d(o, torch::kCPU);
-        CheckpointManager m(tmp.path().string(), &d);
-        dirs[r] = m.save(rigs[r].parts(), state_at(1));
-        CheckpointParts broken = rigs[r].parts();
-        broken.critic = &boom;
-        try {
-          m.save(broken, state_at(2));
-        } catch (const verl::Error& e) {
-          errors[r] = e.what();
-        }
-      } catch (const std::exception& e) {
-        errors[r] = std::string("setup: ") + e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  testing::run_ranks(2, [&](Distributed& d) {
+    const int r = d.rank();
+    CheckpointManager m(tmp.path().string(), &d);
+    dirs[r] = m.save(rigs[r].parts(), state_at(1));
+    CheckpointParts broken = rigs[r].parts();
+    broken.critic = &boom;
+    try {
+      m.save(broken, state_at(2));
+    } catch (const verl::Error& e) {
+      errors[r] = e.what();
+    }
+  }, testing::RanksOptions{0, false, std::chrono::seconds(30)});
   EXPECT_EQ(dirs[0], (tmp.path() / "global_step_1").string());
   EXPECT_EQ(dirs[1], dirs[0]);
   EXPECT_NE(errors[0].find("disk on fire"), std::string::npos) << errors[0];

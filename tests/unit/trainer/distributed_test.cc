@@ -16,24 +16,11 @@
 
 #include "common/error.h"
 #include "trainer/core_algos.h"
+#include "tests/unit/trainer/rank_harness.h"
 
 namespace verl::trainer {
 namespace {
 
-// A port that was free a moment ago (bind to 0, read it back, close).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
 
 class ScopedEnv {
  public:
@@ -52,34 +39,9 @@ class ScopedEnv {
                                           "VERL_DIST_TIMEOUT_S"};
 };
 
-// Runs fn(dist) on `world` ranks (threads); rethrows the first rank's exception.
-void run_ranks(int world, const std::function<void(Distributed&)>& fn, int port = 0,
-               bool external = false) {
-  if (port == 0) port = free_port();
-  std::vector<std::exception_ptr> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        DistributedOptions o;
-        o.rank = r;
-        o.world_size = world;
-        o.master_addr = "127.0.0.1";
-        o.master_port = port;
-        o.store_is_external = external;
-        o.timeout = std::chrono::seconds(30);
-        Distributed d(o, torch::kCPU);
-        fn(d);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
+using testing::free_port;
+using testing::RanksOptions;
+using testing::run_ranks;
 
 TEST(Distributed, EmptyEnvironmentIsOneRankWithNoOpCollectives) {
   ScopedEnv env;
@@ -249,7 +211,7 @@ TEST_P(DistributedWorld, ExternalStoreServesEveryRankAsClient) {
     auto x = torch::ones({1});
     d.all_reduce_sum(x);
     EXPECT_EQ(x.item<float>(), static_cast<float>(world));
-  }, server->getPort(), /*external=*/true);
+  }, RanksOptions{static_cast<int>(server->getPort()), /*store_is_external=*/true, std::chrono::seconds(30)});
 }
 
 TEST_P(DistributedWorld, GlobalWhitenMatchesOneRankOnTheWholeBatch) {

@@ -17,23 +17,12 @@
 #include "common/error.h"
 #include "trainer/distributed.h"
 #include "trainer/ppo_trainer.h"
+#include "tests/unit/trainer/rank_harness.h"
 
 namespace verl::trainer {
 namespace {
 namespace fs = std::filesystem;
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
 
 std::string fresh_dir(const std::string& name) {
   const auto d = fs::path(::testing::TempDir()) / ("ppo_distributed_test_" + std::to_string(::getpid())) / name;
@@ -79,28 +68,7 @@ bool is_timing(const std::string& key) {
 }
 
 void run_world(int world, const std::function<void(Distributed&)>& fn) {
-  const int port = free_port();
-  std::vector<std::exception_ptr> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        DistributedOptions o;
-        o.rank = r;
-        o.world_size = world;
-        o.master_port = port;
-        o.timeout = std::chrono::seconds(120);
-        Distributed d(o, torch::kCPU);
-        fn(d);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  testing::run_ranks(world, fn, testing::RanksOptions{0, false, std::chrono::seconds(120)});
 }
 
 // Two ranks with 4 prompts each against one rank with all 8 (train_batch_size is global).

@@ -1,0 +1,47 @@
+// `verlctl jobs`: every job of a cluster, newest first: state, step, ranks, restarts, times.
+#include <ctime>
+
+#include "cli/app.h"
+#include "cli/head_target.h"
+#include "cli/job_view.h"
+#include "cli/output.h"
+
+namespace verl::cli {
+
+void register_jobs(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<TargetArgs>();
+  auto* cmd = app.add_subcommand("jobs", "List a cluster's jobs, newest first, with state and progress");
+  add_target_options(cmd, *a);
+  cmd->footer("Examples:\n  verlctl jobs\n  verlctl jobs --name dev -o json");
+  cmd->callback([&ctx, a] {
+    auto client = connect(find_head(*a));
+    const auto list = client->get("/api/jobs").value("jobs", nlohmann::ordered_json::array());
+    if (ctx.output == OutputFormat::kJson) {
+      print_json(*ctx.out, {{"jobs", list}});
+      return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& j : list) {
+      const int64_t total = j.value("total_steps", int64_t{0});
+      std::string submitted;
+      {
+        const std::time_t t = static_cast<std::time_t>(j.value("submitted_ms", int64_t{0}) / 1000);
+        std::tm tm{};
+        localtime_r(&t, &tm);
+        char buf[32];
+        std::strftime(buf, sizeof buf, "%m-%d %H:%M:%S", &tm);
+        submitted = buf;
+      }
+      std::string took = "-";
+      if (j.contains("started_ms") && j.contains("ended_ms"))
+        took = format_duration_s((j["ended_ms"].get<int64_t>() - j["started_ms"].get<int64_t>()) / 1000.0);
+      rows.push_back({j.value("id", std::string()), j.value("kind", std::string()), j.value("state", std::string()),
+                      std::to_string(j.value("step", 0)) + (total > 0 ? "/" + std::to_string(total) : ""),
+                      std::to_string(j.value("nnodes", 0)) + "x" + std::to_string(j.value("n_gpus_per_node", 0)),
+                      std::to_string(j.value("restarts", 0)), submitted, took});
+    }
+    print_table(*ctx.out, {"JOB", "KIND", "STATE", "STEP", "RANKS", "RESTARTS", "SUBMITTED", "DURATION"}, rows);
+  });
+}
+
+}  // namespace verl::cli

@@ -1,0 +1,123 @@
+// `verlctl submit [-f job.yaml] [key=value ...] [--no-wait]`: sends a job to a running cluster's
+// head, which validates it with the same code as `verlctl config validate` (exit 3 with every
+// issue), queues it and places its ranks. Without --no-wait it follows the merged logs (stdout)
+// with progress (stderr) and exits with the job's result: 0 SUCCEEDED, 1 FAILED (printing the
+// failure), 130 when interrupted (the job keeps running).
+#include <iostream>
+
+#include "cli/app.h"
+#include "cli/head_target.h"
+#include "cli/job_view.h"
+#include "cli/output.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "launcher/signals.h"
+
+namespace verl::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct SubmitArgs {
+  std::string file;
+  std::vector<std::string> overrides;
+  bool no_wait = false;
+  TargetArgs target;
+};
+
+// Where a finished job left its files: the rank 0 directory, its logs and checkpoints.
+std::string where_files_are(const Json& job) {
+  const Json placement = job.value("placement", Json::array());
+  if (placement.empty() || !placement[0].contains("dir")) return {};
+  const std::string dir = placement[0]["dir"].get<std::string>();
+  std::string ckpt = job.contains("config") && job["config"].contains("trainer")
+                         ? job["config"]["trainer"].value("default_local_dir", std::string())
+                         : std::string();
+  if (!ckpt.empty() && ckpt[0] != '/') ckpt = dir + "/" + ckpt;
+  std::string out = "  job directory: " + dir + " (on " + placement[0].value("host", std::string("?")) + ")\n" +
+                    "  logs:          verlctl logs " + job.value("id", std::string()) + " (files in " + dir + "/logs)\n";
+  if (!ckpt.empty() && job.value("kind", std::string()) == "train") out += "  checkpoints:   " + ckpt + "\n";
+  return out;
+}
+
+}  // namespace
+
+void register_submit(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<SubmitArgs>();
+  auto* cmd = app.add_subcommand("submit", "Submit a job to a running cluster and follow it to its end");
+  cmd->add_option("-f,--file", a->file, "Job config YAML (default: the embedded default job)")->check(CLI::ExistingFile);
+  cmd->add_option("overrides", a->overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
+  cmd->add_flag("--no-wait", a->no_wait, "Print the job id and return at once");
+  add_target_options(cmd, a->target);
+  cmd->footer(
+      "Examples:\n"
+      "  verlctl up --local 1 && verlctl submit\n"
+      "  verlctl submit -f job.yaml trainer.nnodes=2 trainer.n_gpus_per_node=1\n"
+      "  id=$(verlctl submit --no-wait trainer.total_training_steps=20) && verlctl logs $id -f\n"
+      "  verlctl submit --address head:8265 --token-file token -o json");
+  cmd->callback([&ctx, a] {
+    const auto target = find_head(a->target);
+    auto client = connect(target);
+    Json body = {{"kind", "train"}, {"overrides", a->overrides}};
+    if (!a->file.empty()) {
+      body["yaml"] = files::read_file(a->file);
+      body["file"] = a->file;
+    }
+    std::string error;
+    auto r = client->try_request("POST", "/api/jobs", &body, &error);
+    if (!r)
+      throw Error(ExitCode::kUnreachable, "cannot reach the head of '" + target.cluster + "' at " + target.address.url() + ": " + error,
+                  "is the cluster up? 'verlctl status' shows it, 'verlctl up --local 1' starts one");
+    if (r->status == 400 && r->body.is_object() && r->body.contains("issues")) {
+      if (ctx.output == OutputFormat::kJson) {
+        print_json(*ctx.out, {{"valid", false}, {"file", a->file}, {"issues", r->body["issues"]}});
+        ctx.exit_code = static_cast<int>(ExitCode::kInvalidConfig);
+        return;
+      }
+      const std::string where = a->file.empty() ? "the command line" : "'" + a->file + "'";
+      throw Error(ExitCode::kInvalidConfig,
+                  r->body.value("error", std::string("invalid job config")) + " from " + where + ":\n" +
+                      r->body.value("text", std::string()),
+                  "fix the keys named above; 'verlctl config show' prints every key with its default");
+    }
+    if (r->status != 201 || !r->body.is_object())
+      throw Error(ExitCode::kFailure,
+                  "the head refused the job: " + (r->body.is_object() ? r->body.value("error", std::string("HTTP ") + std::to_string(r->status))
+                                                                      : "HTTP " + std::to_string(r->status)),
+                  r->body.is_object() ? r->body.value("hint", std::string()) : std::string());
+    const std::string id = r->body.value("id", std::string());
+    if (a->no_wait) {
+      if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, r->body);
+      else *ctx.out << id << "\n";
+      return;
+    }
+    *ctx.err << "submitted " << id << " to cluster " << target.cluster << "; following its logs (Ctrl-C leaves it running)\n";
+    FollowOptions fo;
+    fo.interrupted = &launcher::install_stop_flag();
+    std::string last_progress;
+    fo.on_job = [&](const Json& job) {
+      const std::string line = progress_line(job);
+      if (line != last_progress) *ctx.err << line << "\n";
+      last_progress = line;
+    };
+    std::ostringstream sink;  // -o json: the logs are not data then; the final job is
+    const Json job = follow_logs(*client, id, ctx.output == OutputFormat::kJson ? static_cast<std::ostream&>(sink) : *ctx.out, fo);
+    const std::string state = job.value("state", std::string());
+    if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, job);
+    const double took = job.contains("ended_ms") && job.contains("started_ms")
+                            ? (job["ended_ms"].get<int64_t>() - job["started_ms"].get<int64_t>()) / 1000.0
+                            : 0.0;
+    *ctx.err << id << " " << state << (took > 0 ? " after " + format_duration_s(took) : std::string()) << ":"
+             << progress_line(job).substr(id.size() + 1 + state.size()) << "\n"
+             << where_files_are(job);
+    if (state == "SUCCEEDED") return;
+    if (state == "FAILED") {
+      const int rank = job.contains("failure") ? job["failure"].value("rank", 0) : 0;
+      throw Error(ExitCode::kFailure, id + " FAILED: " + format_failure(job),
+                  "'verlctl logs " + id + " --rank " + std::to_string(rank) + "' shows that rank's log; 'verlctl status " + id + "' the events");
+    }
+    throw Error(ExitCode::kFailure, id + " " + state, "'verlctl status " + id + "' shows its events");
+  });
+}
+
+}  // namespace verl::cli

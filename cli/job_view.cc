@@ -1,0 +1,166 @@
+#include "cli/job_view.h"
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "common/error.h"
+
+namespace verl::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+std::string clock_time(int64_t ms) {
+  const std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string number(const Json& v) {
+  if (!v.is_number()) return v.dump();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
+  return buf;
+}
+
+}  // namespace
+
+std::string log_prefix(const Json& l) {
+  return "[rank " + std::to_string(l.value("rank", 0)) + " " + l.value("host", std::string("?")) + "] ";
+}
+
+std::string sparkline(const Json& values) {
+  static const char* kBars[] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
+  if (!values.is_array() || values.empty()) return {};
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& v : values)
+    if (v.is_number()) lo = std::min(lo, v.get<double>()), hi = std::max(hi, v.get<double>());
+  std::string out;
+  for (const auto& v : values) {
+    if (!v.is_number()) continue;
+    const int i = hi > lo ? static_cast<int>(std::lround((v.get<double>() - lo) / (hi - lo) * 7)) : 3;
+    out += kBars[std::clamp(i, 0, 7)];
+  }
+  return out;
+}
+
+std::string format_duration_s(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0f s", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
+  return buf;
+}
+
+std::string format_failure(const Json& job) {
+  if (!job.contains("failure") || !job["failure"].is_object()) return {};
+  const Json& f = job["failure"];
+  std::string out = f.value("reason", std::string("failed")) + "\n";
+  const Json lines = f.value("last_lines", Json::array());
+  if (!lines.empty()) {
+    out += "last lines of rank " + std::to_string(f.value("rank", 0)) + " (" + f.value("host", std::string("?")) + "):\n";
+    for (const auto& l : lines) out += "  " + l.get<std::string>() + "\n";
+  }
+  return out;
+}
+
+std::string progress_line(const Json& job) {
+  std::string out = job.value("id", std::string("?")) + " " + job.value("state", std::string("?"));
+  const int64_t step = job.value("step", int64_t{0}), total = job.value("total_steps", int64_t{0});
+  if (step > 0 || total > 0) out += " step " + std::to_string(step) + (total > 0 ? "/" + std::to_string(total) : "");
+  const Json m = job.value("latest_metrics", Json::object());
+  if (m.contains("critic/score/mean")) out += " score " + number(m["critic/score/mean"]);
+  if (job.contains("eta_s")) out += " ETA " + format_duration_s(job["eta_s"].get<double>());
+  if (job.contains("pending_reason")) out += " (" + job["pending_reason"].get<std::string>() + ")";
+  return out;
+}
+
+void print_job(std::ostream& out, const Json& j) {
+  out << j.value("id", std::string("?")) << " (" << j.value("kind", std::string("?")) << "): "
+      << j.value("state", std::string("?"));
+  if (j.value("restarts", 0) > 0) out << ", restarted " << j.value("restarts", 0) << "x";
+  if (j.contains("pending_reason")) out << " (" << j["pending_reason"].get<std::string>() << ")";
+  out << "\n";
+  const int64_t step = j.value("step", int64_t{0}), total = j.value("total_steps", int64_t{0});
+  out << "  step:     " << step;
+  if (total > 0) out << "/" << total << " (" << (100 * step / total) << "%)";
+  if (j.contains("eta_s")) out << ", ETA " << format_duration_s(j["eta_s"].get<double>());
+  out << "\n";
+  if (j.contains("started_ms")) {
+    const int64_t end = j.contains("ended_ms") ? j["ended_ms"].get<int64_t>() : 0;
+    out << "  started:  " << clock_time(j["started_ms"].get<int64_t>());
+    if (end) out << ", ended " << clock_time(end) << " (" << format_duration_s((end - j["started_ms"].get<int64_t>()) / 1000.0) << ")";
+    out << "\n";
+  }
+  for (const auto& p : j.value("placement", Json::array())) {
+    out << "  rank " << p.value("rank", 0) << ":   " << p.value("node", std::string("?")) << " (" << p.value("host", std::string("?"))
+        << ", " << p.value("device", std::string("?")) << ") " << p.value("state", std::string("?"));
+    if (p.contains("dir")) out << ", " << p["dir"].get<std::string>();
+    out << "\n";
+  }
+  const Json trend = j.value("score_trend", Json::array());
+  if (!trend.empty())
+    out << "  score:    " << sparkline(trend) << " " << number(trend.front()) << " -> " << number(trend.back()) << "\n";
+  const Json m = j.value("latest_metrics", Json::object());
+  if (!m.empty()) {
+    out << "  metrics (step " << m.value("step", 0) << "):\n";
+    for (const auto& [k, v] : m.items())
+      if (k != "step") out << "    " << k << " = " << number(v) << "\n";
+  }
+  for (const auto& e : j.value("events", Json::array()))
+    out << "  " << clock_time(e.value("time_ms", int64_t{0})) << " " << e.value("state", std::string()) << " "
+        << e.value("detail", std::string()) << "\n";
+  const std::string failure = format_failure(j);
+  if (!failure.empty()) out << "failure: " << failure;
+}
+
+Json follow_logs(launcher::HeadClient& client, const std::string& job, std::ostream& out, const FollowOptions& o) {
+  int64_t next = 0;
+  bool first = true;
+  auto last_job_poll = Clock::now() - std::chrono::hours(1);
+  Json last_job;
+  const std::string rank = o.rank >= 0 ? "&rank=" + std::to_string(o.rank) : "";
+  auto print_line = [&](const Json& l) {
+    if (o.json_lines) out << l.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+    else out << log_prefix(l) << l.value("text", std::string()) << "\n";
+  };
+  for (;;) {
+    if (o.interrupted && *o.interrupted)
+      throw Error(ExitCode::kInterrupted, "interrupted; " + job + " keeps running",
+                  "'verlctl stop " + job + "' stops it, 'verlctl logs " + job + " -f' follows it again");
+    std::string path = "/api/jobs/" + job + "/logs?after=" + std::to_string(next) + "&limit=2000" + rank;
+    if (first && o.tail >= 0) path = "/api/jobs/" + job + "/logs?tail=" + std::to_string(o.tail) + rank;
+    first = false;
+    const Json page = client.get(path);
+    const Json lines = page.value("lines", Json::array());
+    for (const auto& l : lines) print_line(l);
+    out.flush();
+    next = std::max(next, page.value("next", int64_t{0}));
+    const bool done = page.value("done", false) && (o.tail >= 0 || lines.size() < 2000);
+    if (Clock::now() - last_job_poll >= std::chrono::seconds(2) || done || !o.follow) {
+      last_job = client.get("/api/jobs/" + job);
+      last_job_poll = Clock::now();
+      if (o.on_job) o.on_job(last_job);
+    }
+    if (!o.follow) return last_job;
+    if (done) {
+      // The tail call's "done" covers lines up to now; anything after next was printed above.
+      const Json rest = client.get("/api/jobs/" + job + "/logs?after=" + std::to_string(next) + "&limit=10000" + rank);
+      for (const auto& l : rest.value("lines", Json::array())) print_line(l);
+      out.flush();
+      return client.get("/api/jobs/" + job);
+    }
+    if (lines.empty()) {
+      for (int i = 0; i < 15 && !(o.interrupted && *o.interrupted); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+}  // namespace verl::cli

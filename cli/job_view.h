@@ -1,0 +1,41 @@
+// What the job commands share: how a job, its failure and its log lines look in text, and the
+// loop that follows a job's merged logs until it ends (submit without --no-wait, logs -f).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+
+#include "launcher/head_client.h"
+
+namespace verl::cli {
+
+// "[rank 1 host] text"
+std::string log_prefix(const nlohmann::ordered_json& line);
+// ▁▂▃▅▇ over the values (empty for none).
+std::string sparkline(const nlohmann::ordered_json& values);
+std::string format_duration_s(double seconds);  // 45 s, 3m05s, 1h02m
+// The failure of a job as lines: reason, then its last log lines indented.
+std::string format_failure(const nlohmann::ordered_json& job);
+// The job in a few lines (status JOB).
+void print_job(std::ostream& out, const nlohmann::ordered_json& job);
+// One line of progress: "job-1 RUNNING step 5/20 score 0.41 ETA 30 s".
+std::string progress_line(const nlohmann::ordered_json& job);
+
+struct FollowOptions {
+  int rank = -1;            // -1: all ranks
+  int tail = -1;            // >= 0: start with the last tail lines
+  bool follow = true;       // false: print what is there and return
+  bool json_lines = false;  // each line as one JSON object {seq, rank, host, stream, text}
+  const std::atomic<bool>* interrupted = nullptr;
+  // Called about every 2 s with the job (for progress lines); may be empty.
+  std::function<void(const nlohmann::ordered_json&)> on_job;
+};
+// Prints the job's lines (prefixed) to out until the head says done (follow) or once; returns
+// the job as last seen. Throws verl::Error(interrupted) when *interrupted becomes true.
+nlohmann::ordered_json follow_logs(launcher::HeadClient& client, const std::string& job, std::ostream& out,
+                                   const FollowOptions& options);
+
+}  // namespace verl::cli

@@ -1,0 +1,38 @@
+// Templates: real files under templates/ (the sbatch script, ...), embedded into the binary at
+// build time and overridable from a directory, so that a site can change what verlctl writes
+// without rebuilding it; `verlctl up --dry-run` shows what they render to.
+//
+// The syntax is the smallest that the files need:
+//   {{name}}                 the value of name (a string as it is; a number or bool printed)
+//   {{#name}}...{{/name}}    the text between, kept only when name is set: not null, false, 0
+//                            or "" (an #SBATCH line that only some specs have); sections nest
+// A name is [A-Za-z0-9_.]+. Anything else between {{ and }}, a name that vars lacks, a
+// placeholder whose value is null, an object or an array, an unclosed or stray section: each is
+// an error naming origin:line and the name, raised before any text is returned. Values are
+// inserted verbatim: the caller quotes what needs quoting (process::quote for shell text).
+//
+// Functions only; thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace verl::tmpl {
+
+struct Template {
+  std::string origin;  // what errors name: the file overriding it, or "templates/<name> (embedded)"
+  std::string text;
+};
+
+// The directory that overrides the embedded templates: $VERLCTL_TEMPLATE_DIR; empty when unset.
+std::string override_dir();
+
+// Template name (a path relative to templates/, e.g. "sbatch.sh"): <override_dir>/name when that
+// file exists, else the embedded copy. Throws verl::Error (invalid config, 3) when neither exists
+// or the override cannot be read.
+Template load(const std::string& name);
+
+// Renders t with vars (a JSON object). Throws verl::Error (invalid config, 3) as described above.
+std::string render(const Template& t, const nlohmann::ordered_json& vars);
+
+}  // namespace verl::tmpl

@@ -1,0 +1,505 @@
+#include "launcher/job_controller.h"
+
+#include <cstring>
+#include <set>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "launcher/scheduler.h"
+
+namespace verl::launcher {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kLastLines = 20;
+constexpr int kTrendPoints = 40;
+
+std::string job_dir(const JobRecord& j) { return "jobs/" + j.name(); }
+
+int max_restarts(const JobRecord& j) {
+  const Json* v = config::find(j.config, "trainer.max_restarts");
+  return v && v->is_number_integer() ? v->get<int>() : 0;
+}
+
+// The spec's env as NAME=value entries (null: verlctl sets nothing for it).
+std::vector<std::string> spec_assignments(const Json& env) {
+  std::vector<std::string> out;
+  if (!env.is_object()) return out;
+  for (const auto& [k, v] : env.items()) {
+    if (v.is_null()) continue;
+    if (v.is_string()) out.push_back(k + "=" + v.get<std::string>());
+    else if (v.is_boolean()) out.push_back(k + "=" + (v.get<bool>() ? "1" : "0"));
+    else out.push_back(k + "=" + v.dump());
+  }
+  return out;
+}
+
+Json issues_json(const std::vector<config::Issue>& issues) {
+  Json arr = Json::array();
+  for (const auto& i : issues)
+    arr.push_back({{"path", i.path}, {"message", i.message}, {"hint", i.hint}, {"location", i.where.str()}});
+  return arr;
+}
+
+}  // namespace
+
+std::string describe_exit(const Placement& p) {
+  if (!p.error.empty()) return p.error;
+  if (p.signal) {
+    const char* name = strsignal(p.signal);
+    return "killed by signal " + std::to_string(p.signal) + " (" + (name ? name : "?") + ")";
+  }
+  if (!p.exit_code) return "ended without an exit status";
+  std::string meaning;
+  for (const auto& e : exit_code_table())
+    if (static_cast<int>(e.code) == *p.exit_code) meaning = " (" + std::string(e.name) + ")";
+  return "exited with code " + std::to_string(*p.exit_code) + meaning;
+}
+
+JobController::JobController(JobStore& store, NodeRegistry& registry, ControllerOptions options)
+    : store_(store), registry_(registry), options_(std::move(options)) {}
+
+std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms, SubmitError* error) {
+  auto refuse = [&](const std::string& what, const std::string& hint) -> std::optional<JobRecord> {
+    error->status = 400;
+    error->error = what;
+    error->hint = hint;
+    return std::nullopt;
+  };
+  if (!body.is_object()) return refuse("the body must be a JSON object", "see docs/API.md");
+  const std::string kind = body.value("kind", std::string("train"));
+  if (kind != "train" && kind != "probe") return refuse("unknown job kind '" + kind + "'", "kind is train or probe");
+  JobRecord job;
+  job.kind = kind;
+  if (kind == "probe") {
+    std::vector<std::string> argv = body.value("argv", std::vector<std::string>{"probe"});
+    if (argv.empty() || (argv[0] != "probe" && argv[0] != "train"))
+      return refuse("a probe job's argv must start with a verlctl subcommand: probe or train",
+                    "for example [\"probe\", \"--only\", \"shm,disk\"]");
+    if (argv[0] == "probe") argv.insert(argv.begin() + 1, {"--local", "-o", "json"});
+    job.config = Json{{"argv", argv}};
+    job.nnodes = 0;  // one task per alive node, known when it is placed
+    job.n_gpus_per_node = 1;
+    job.world_size = 0;
+  } else {
+    std::vector<std::string> overrides = body.value("overrides", std::vector<std::string>{});
+    // The agent tails rank 0's metrics: they go to a known file in the job's directory.
+    overrides.push_back("trainer.metrics_file=metrics.jsonl");
+    auto doc = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()),
+                                    body.value("file", std::string()), overrides);
+    if (!doc.ok()) {
+      error->status = 400;
+      const size_t n = doc.issues.size();
+      error->error = std::to_string(n) + " problem" + (n == 1 ? "" : "s") + " in the job config";
+      error->hint = "fix the keys named in issues; 'verlctl config validate' checks a file before submitting";
+      error->issues = doc.issues;
+      return std::nullopt;
+    }
+    Json& logger = doc.value["trainer"]["logger"];
+    if (std::find(logger.begin(), logger.end(), Json("file")) == logger.end()) logger.push_back("file");
+    job.config = doc.value;
+    job.nnodes = config::find(job.config, "trainer.nnodes")->get<int>();
+    job.n_gpus_per_node = config::find(job.config, "trainer.n_gpus_per_node")->get<int>();
+    job.world_size = job.nnodes * job.n_gpus_per_node;
+    const Json* steps = config::find(job.config, "trainer.total_training_steps");
+    job.total_steps = steps && steps->is_number_integer() ? steps->get<int64_t>() : 0;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  job = store_.create(job, now_ms);
+  log::Info() << job.name() << " (" << job.kind << ") submitted";
+  return job;
+}
+
+std::optional<JobRecord> JobController::stop(int64_t id, double grace_s, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto job = store_.job(id);
+  if (!job) return std::nullopt;
+  if (is_terminal(job->state) || job->stop_requested) return job;
+  job->stop_requested = true;
+  job->stop_grace_s = grace_s;
+  bool any_active = false;
+  for (const auto& p : store_.placements(id))
+    if (p.state != TaskState::kExited) any_active = true;
+  if (!any_active) {
+    job->state = JobState::kStopped;
+    store_.update(*job, now_ms, "stopped before it ran");
+    settle(*job, now_ms);
+  } else {
+    store_.update(*job, now_ms);
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "stop requested: SIGTERM, SIGKILL after %.1f s", grace_s);
+    store_.add_event(id, "STOPPING", now_ms, detail);
+  }
+  log::Info() << job->name() << ": stop requested";
+  return store_.job(id);
+}
+
+bool JobController::wanted(const JobRecord& job, const Placement& p) const {
+  return !is_terminal(job.state) && !job.stop_requested && p.attempt == job.attempt;
+}
+
+Json JobController::start_order(const JobRecord& job, const Placement& p) const {
+  const Json& rv = job.rendezvous;
+  const std::string addr = rv.value("master_addr", std::string("127.0.0.1"));
+  const int port = rv.value("master_port", options_.store_port);
+  std::vector<std::string> env = spec_assignments(options_.spec_env);
+  int local_world = 0;
+  std::string visible;
+  for (const auto& q : store_.placements(job.id, p.attempt)) {
+    if (q.node != p.node) continue;
+    ++local_world;
+    if (q.device.rfind("cuda:", 0) == 0) visible += (visible.empty() ? "" : ",") + q.device.substr(5);
+  }
+  Json order = {{"task", p.task_id()}, {"action", "start"}, {"job", job.name()}, {"rank", p.rank},
+                {"attempt", p.attempt}, {"kind", job.kind}, {"cwd", job_dir(job)}};
+  if (job.kind == "train") {
+    env.insert(env.end(), {"RANK=" + std::to_string(p.rank), "WORLD_SIZE=" + std::to_string(job.world_size),
+                           "LOCAL_RANK=" + std::to_string(p.local_rank),
+                           "LOCAL_WORLD_SIZE=" + std::to_string(local_world), "MASTER_ADDR=" + addr,
+                           "MASTER_PORT=" + std::to_string(port), "VERLCTL_JOB=" + job.name()});
+    // The job's GPUs on this node only: LOCAL_RANK i is then cuda:i of them.
+    if (!visible.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+    order["argv"] = {"verlctl", "train", "-f", "job.yaml", "--rank", std::to_string(p.rank),
+                     "--world-size", std::to_string(job.world_size), "--local-rank", std::to_string(p.local_rank),
+                     "--master-addr", addr, "--master-port", std::to_string(port)};
+    order["files"] = {{"job.yaml", config::to_yaml(job.config)}};
+    order["metrics_file"] = p.rank == 0 ? "metrics.jsonl" : "";
+  } else {
+    env.push_back("VERLCTL_JOB=" + job.name());
+    Json argv = Json::array({"verlctl"});
+    for (const auto& a : job.config.at("argv")) argv.push_back(a);
+    order["argv"] = argv;
+    order["files"] = Json::object();
+  }
+  order["env"] = env;
+  return order;
+}
+
+Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const std::string& address,
+                              const std::string& work_dir, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!address.empty()) address_[node.name] = address;
+  if (!work_dir.empty()) work_dir_[node.name] = work_dir;
+  Json orders = Json::array();
+  std::set<std::string> reported;
+  auto stop_order = [&](const std::string& task, double grace) {
+    orders.push_back({{"task", task}, {"action", "stop"}, {"grace_s", grace}});
+  };
+  if (tasks.is_array()) {
+    // Ends by a signal first: of two ranks that end together, the one that was killed is the cause.
+    std::vector<Json> sorted(tasks.begin(), tasks.end());
+    std::stable_sort(sorted.begin(), sorted.end(), [](const Json& a, const Json& b) {
+      return a.value("signal", 0) != 0 && b.value("signal", 0) == 0;
+    });
+    for (const auto& t : sorted) {
+      const std::string id = t.value("task", std::string());
+      const auto ref = parse_task_id(id);
+      auto p = ref ? store_.placement(ref->job, ref->attempt, ref->rank) : std::nullopt;
+      if (!p || p->node != node.name) {
+        if (t.value("state", std::string()) != "exited") stop_order(id, 5);
+        continue;
+      }
+      reported.insert(id);
+      const auto job = store_.job(p->job);
+      if (t.value("state", std::string()) == "exited") {
+        if (p->state == TaskState::kExited) continue;
+        p->state = TaskState::kExited;
+        p->ended_ms = now_ms;
+        if (t.contains("exit_code") && t["exit_code"].is_number_integer()) p->exit_code = t["exit_code"].get<int>();
+        p->signal = t.value("signal", 0);
+        p->error = t.value("error", std::string());
+        task_ended(*p, now_ms);
+        continue;
+      }
+      if (p->state == TaskState::kAssigned) {
+        p->state = TaskState::kRunning;
+        p->started_ms = now_ms;
+        p->host = node.host;
+        store_.update_placement(*p);
+      }
+      if (p->state == TaskState::kExited || !job || !wanted(*job, *p))
+        stop_order(id, job ? job->stop_grace_s : 5);
+    }
+  }
+  for (auto p : store_.active_placements()) {
+    if (p.node != node.name || reported.count(p.task_id())) continue;
+    const auto job = store_.job(p.job);
+    if (p.state == TaskState::kRunning) {
+      // It was running here and its agent no longer has it: the agent (or the head) restarted.
+      p.state = TaskState::kExited;
+      p.ended_ms = now_ms;
+      p.error = std::string(p.started_ms < options_.head_started_ms ? "head restarted: " : "") + "rank " +
+                std::to_string(p.rank) + "'s process is gone from node " + node.name + " (its agent restarted)";
+      task_ended(p, now_ms);
+    } else if (job && wanted(*job, p)) {
+      orders.push_back(start_order(*job, p));
+    } else {
+      p.state = TaskState::kExited;
+      p.ended_ms = now_ms;
+      p.error = "cancelled before it started";
+      task_ended(p, now_ms);
+    }
+  }
+  return orders;
+}
+
+void JobController::task_ended(Placement p, int64_t now_ms) {
+  store_.update_placement(p);
+  auto job = store_.job(p.job);
+  if (!job) return;
+  log::Info() << job->name() << ": rank " << p.rank << " on " << p.node << " (" << p.host << ") "
+              << describe_exit(p);
+  if (!wanted(*job, p)) {
+    if (job->stop_requested && !is_terminal(job->state)) {
+      bool active = false;
+      for (const auto& q : store_.placements(job->id))
+        if (q.state != TaskState::kExited) active = true;
+      if (!active) {
+        job->state = JobState::kStopped;
+        store_.update(*job, now_ms, "stopped by request");
+      }
+    }
+    settle(*job, now_ms);
+    return;
+  }
+  const bool ok = p.error.empty() && p.exit_code && *p.exit_code == 0 && p.signal == 0;
+  if (!ok) {
+    fail_attempt(*job, p, "rank " + std::to_string(p.rank) + " on " + p.host + " (" + p.node + ") " + describe_exit(p),
+                 now_ms);
+    return;
+  }
+  for (const auto& q : store_.placements(job->id, job->attempt))
+    if (q.state != TaskState::kExited) return;
+  job->state = JobState::kSucceeded;
+  store_.update(*job, now_ms, "every rank exited 0");
+  log::Info() << job->name() << " SUCCEEDED";
+  settle(*job, now_ms);
+}
+
+void JobController::fail_attempt(JobRecord job, const Placement& p, const std::string& reason, int64_t now_ms) {
+  Json failure = {{"rank", p.rank}, {"node", p.node}, {"host", p.host}};
+  if (p.exit_code) failure["exit_code"] = *p.exit_code;
+  if (p.signal) failure["signal"] = p.signal;
+  failure["reason"] = reason;
+  Json last = Json::array();
+  for (const auto& l : store_.tail_lines(job.id, p.rank, kLastLines)) last.push_back(l.text);
+  failure["last_lines"] = last;
+  failure["attempt"] = p.attempt;
+  job.failure = failure;
+  if (job.kind == "train" && job.restarts < max_restarts(job)) {
+    ++job.restarts;
+    ++job.attempt;
+    job.config["trainer"]["resume_mode"] = "auto";  // the next attempt resumes from the latest checkpoint
+    store_.update(job, now_ms);
+    store_.add_event(job.id, "RESTARTING", now_ms,
+                     "attempt " + std::to_string(job.attempt + 1) + " of " + std::to_string(max_restarts(job) + 1) +
+                         " after: " + reason);
+    log::Warn() << job.name() << ": " << reason << "; restarting (attempt " << job.attempt + 1 << ")";
+    return;
+  }
+  job.state = JobState::kFailed;
+  store_.update(job, now_ms, reason);
+  log::Warn() << job.name() << " FAILED: " << reason;
+  settle(job, now_ms);
+}
+
+void JobController::settle(const JobRecord& job, int64_t /*now_ms*/) {
+  const auto fresh = store_.job(job.id);
+  if (!fresh || !is_terminal(fresh->state)) return;
+  for (const auto& q : store_.placements(job.id))
+    if (q.state != TaskState::kExited) return;
+  store_.flush_partials(job.id);
+}
+
+void JobController::note_restart(int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& j : store_.jobs_in({JobState::kRunning}))
+    store_.add_event(j.id, "RUNNING", now_ms, "head restarted; waiting for the agents to report the ranks");
+}
+
+void JobController::tick(int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, NodeRecord> by_name;
+  for (const auto& n : registry_.nodes()) by_name[n.name] = n;
+  const bool grace_over = now_ms - options_.head_started_ms >= options_.heartbeat_timeout_ms;
+  for (auto p : store_.active_placements()) {
+    auto it = by_name.find(p.node);
+    std::string why;
+    if (it == by_name.end()) {
+      if (!grace_over) continue;
+      why = "head restarted and node " + p.node + " did not register again within " +
+            std::to_string(options_.heartbeat_timeout_ms / 1000) + " s";
+    } else if (it->second.state != NodeState::kAlive) {
+      why = "node " + p.node + " (" + it->second.host + ") " + state_name(it->second.state) + ": " + it->second.reason;
+    } else {
+      continue;
+    }
+    p.state = TaskState::kExited;
+    p.ended_ms = now_ms;
+    p.error = why;
+    task_ended(p, now_ms);
+  }
+  schedule(now_ms);
+}
+
+void JobController::schedule(int64_t now_ms) {
+  std::vector<NodeRecord> alive;
+  for (const auto& n : registry_.nodes())
+    if (n.state == NodeState::kAlive) alive.push_back(n);
+  const auto active = store_.active_placements();
+  bool train_blocked = false;  // first come, first served: a train job that waits holds back later ones
+  for (auto job : store_.jobs_in({JobState::kPending, JobState::kRunning})) {
+    if (job.stop_requested) continue;
+    if (!store_.placements(job.id, job.attempt).empty()) continue;
+    std::vector<Placement> placements;
+    if (job.kind == "probe") {
+      if (alive.empty()) {
+        pending_reason_[job.id] = "waiting for an alive node";
+        continue;
+      }
+      for (size_t i = 0; i < alive.size(); ++i) {
+        Placement p;
+        p.job = job.id;
+        p.attempt = job.attempt;
+        p.rank = static_cast<int>(i);
+        p.node = alive[i].name;
+        p.host = alive[i].host;
+        p.device = "cpu";
+        placements.push_back(p);
+      }
+      job.nnodes = job.world_size = static_cast<int>(alive.size());
+    } else {
+      if (train_blocked) {
+        pending_reason_[job.id] = "waiting for the jobs submitted before it";
+        continue;
+      }
+      std::vector<NodeSlots> slots;
+      for (const auto& n : alive) {
+        NodeSlots s;
+        s.node = n.name;
+        s.host = n.host;
+        s.gpus = n.resources.gpus;
+        for (const auto& p : active) {
+          if (p.node != n.name) continue;
+          if (p.device.rfind("cuda:", 0) == 0) s.busy_gpus.insert(std::stoi(p.device.substr(5)));
+          else ++s.busy_cpu_slots;
+        }
+        slots.push_back(std::move(s));
+      }
+      std::string why;
+      auto ranks = place({job.nnodes, job.n_gpus_per_node}, slots, &why);
+      if (!ranks) {
+        pending_reason_[job.id] = why;
+        train_blocked = true;
+        continue;
+      }
+      for (const auto& r : *ranks) {
+        Placement p;
+        p.job = job.id;
+        p.attempt = job.attempt;
+        p.rank = r.rank;
+        p.node = r.node;
+        p.host = r.host;
+        p.local_rank = r.local_rank;
+        p.device = r.device;
+        placements.push_back(p);
+      }
+      // Rank 0 binds head.store_port on its node; another job whose rank 0 is there already holds
+      // it, so this one takes the next port up.
+      const std::string& node0 = placements.front().node;
+      std::set<int> used;
+      for (const auto& other : store_.jobs_in({JobState::kRunning})) {
+        if (other.id == job.id || other.kind != "train") continue;
+        for (const auto& q : store_.placements(other.id, other.attempt))
+          if (q.rank == 0 && q.node == node0 && q.state != TaskState::kExited)
+            used.insert(other.rendezvous.value("master_port", 0));
+      }
+      int port = options_.store_port;
+      while (used.count(port)) ++port;
+      auto addr = address_.find(node0);
+      job.rendezvous = {{"master_addr", addr != address_.end() ? addr->second : placements.front().host},
+                        {"master_port", port}};
+    }
+    store_.add_placements(placements);
+    pending_reason_.erase(job.id);
+    std::string where;
+    for (const auto& p : placements)
+      if (p.rank == 0 || placements[p.rank - 1].node != p.node) where += (where.empty() ? "" : ", ") + p.node;
+    const bool first = job.state == JobState::kPending;
+    job.state = JobState::kRunning;
+    store_.update(job, now_ms, "placed on " + where);
+    if (!first) store_.add_event(job.id, "RUNNING", now_ms, "attempt " + std::to_string(job.attempt + 1) + " placed on " + where);
+    log::Info() << job.name() << ": attempt " << job.attempt + 1 << " placed on " << where;
+  }
+}
+
+Json JobController::summary(const JobRecord& j) const {
+  const Json latest = store_.latest_metrics(j.id, 1);
+  Json s = {{"id", j.name()},
+            {"kind", j.kind},
+            {"state", job_state_name(j.state)},
+            {"submitted_ms", j.submitted_ms}};
+  if (j.started_ms) s["started_ms"] = j.started_ms;
+  if (j.ended_ms) s["ended_ms"] = j.ended_ms;
+  s["step"] = latest.empty() ? 0 : latest.back().value("step", 0);
+  s["total_steps"] = j.total_steps;
+  s["nnodes"] = j.nnodes;
+  s["n_gpus_per_node"] = j.n_gpus_per_node;
+  s["world_size"] = j.world_size;
+  s["restarts"] = j.restarts;
+  return s;
+}
+
+Json JobController::detail(const JobRecord& j, int64_t /*now_ms*/) const {
+  Json d = summary(j);
+  d["attempt"] = j.attempt;
+  d["config"] = j.config;
+  Json placement = Json::array();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& p : store_.placements(j.id, j.attempt)) {
+      Json pj = to_json(p);
+      auto w = work_dir_.find(p.node);
+      if (w != work_dir_.end()) pj["dir"] = w->second + "/" + job_dir(j);
+      placement.push_back(pj);
+    }
+    auto pr = pending_reason_.find(j.id);
+    if (j.state == JobState::kPending && pr != pending_reason_.end()) d["pending_reason"] = pr->second;
+  }
+  d["placement"] = placement;
+  d["rendezvous"] = j.rendezvous;
+  Json events = Json::array();
+  for (const auto& e : store_.events(j.id))
+    events.push_back({{"state", e.state}, {"time_ms", e.time_ms}, {"detail", e.detail}});
+  d["events"] = events;
+  if (!j.failure.is_null()) d["failure"] = j.failure;
+  const Json rows = store_.latest_metrics(j.id, kTrendPoints);
+  Json latest = rows.empty() ? Json::object() : rows.back();
+  latest.erase("_received_ms");
+  d["latest_metrics"] = latest;
+  Json trend = Json::array();
+  for (const auto& r : rows)
+    if (r.contains("critic/score/mean") && r["critic/score/mean"].is_number()) trend.push_back(r["critic/score/mean"]);
+  d["score_trend"] = trend;
+  // ETA from the trainer's own step time (the last rows' mean), else from when rows arrived.
+  if (!rows.empty() && j.total_steps > 0 && !is_terminal(j.state)) {
+    const int64_t step = rows.back().value("step", 0);
+    double per_step = 0;
+    int n = 0;
+    for (size_t i = rows.size() > 5 ? rows.size() - 5 : 0; i < rows.size(); ++i)
+      if (rows[i].contains("timing_s/step") && rows[i]["timing_s/step"].is_number()) {
+        per_step += rows[i]["timing_s/step"].get<double>();
+        ++n;
+      }
+    if (n > 0) per_step /= n;
+    else if (rows.size() >= 2 && rows.back().value("step", 0) > rows.front().value("step", 0))
+      per_step = static_cast<double>(rows.back().value("_received_ms", int64_t{0}) - rows.front().value("_received_ms", int64_t{0})) /
+                 1000.0 / static_cast<double>(rows.back().value("step", 0) - rows.front().value("step", 0));
+    if (per_step > 0) d["eta_s"] = per_step * static_cast<double>(std::max<int64_t>(0, j.total_steps - step));
+  }
+  if (j.kind == "probe") d["results"] = store_.results(j.id);
+  return d;
+}
+
+}  // namespace verl::launcher

@@ -1,0 +1,93 @@
+// The head's job logic between the HTTP routes and the job store: submission (the same
+// validation as `verlctl config validate`), scheduling onto alive nodes (scheduler.h), the
+// orders agents get in their heartbeat answers, and what the task reports mean for a job:
+// SUCCEEDED when every rank exited 0; FAILED naming the rank, host, exit status or signal and
+// the last log lines, the other ranks stopped; a restart (event RESTARTING, the next attempt,
+// trainer.resume_mode=auto) while trainer.max_restarts allows; STOPPED once a stop's ranks are
+// gone. A node that is lost or left while it runs ranks fails their job naming the node.
+//
+// The head is stateless beyond the store: after a restart, agents re-register and report the
+// tasks they still run; a task the head counted as running that its node no longer reports,
+// or whose node does not come back within heartbeat_timeout, fails its job ("head restarted").
+//
+// Task ids are <job>/<rank>/<attempt>. An order to start is repeated in every heartbeat answer
+// until the agent reports the task (agents ignore a start of a task they have); an order to stop
+// until it reports the task's end.
+//
+// Time is passed in (milliseconds since the epoch). Thread-safe: one mutex around the state
+// machine; reads go to the store.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "launcher/job_store.h"
+#include "launcher/node_registry.h"
+
+namespace verl::launcher {
+
+struct ControllerOptions {
+  int store_port = 6379;  // head.store_port: rank 0 binds it for the job's rendezvous
+  nlohmann::ordered_json spec_env = nlohmann::ordered_json::object();  // the cluster spec's env
+  int64_t heartbeat_timeout_ms = 10000;
+  int64_t head_started_ms = 0;  // nodes missing this long after it are gone (head restarted)
+};
+
+// A submission the head refused: bad request (usage) or an invalid config with its issues.
+struct SubmitError {
+  int status = 400;
+  std::string error, hint;
+  std::vector<config::Issue> issues;
+};
+
+class JobController {
+ public:
+  JobController(JobStore& store, NodeRegistry& registry, ControllerOptions options);
+
+  // POST /api/jobs's body: {kind: train|probe, yaml?, file?, overrides?, argv?}. Returns the
+  // PENDING job, or fills *error (and returns nullopt).
+  std::optional<JobRecord> submit(const nlohmann::ordered_json& body, int64_t now_ms, SubmitError* error);
+  // Asks a job to stop (its ranks get SIGTERM, SIGKILL after grace_s). nullopt: no such job.
+  std::optional<JobRecord> stop(int64_t id, double grace_s, int64_t now_ms);
+
+  // A node's heartbeat: what it reports of its tasks ([{task, state, exit_code?, signal?,
+  // error?}]), its address as the head sees it and its work directory. Returns its orders.
+  nlohmann::ordered_json heartbeat(const NodeRecord& node, const nlohmann::ordered_json& tasks,
+                                   const std::string& address, const std::string& work_dir, int64_t now_ms);
+  // Nodes lost or gone with ranks on them, then scheduling of waiting jobs. The head's sweeper
+  // calls it.
+  void tick(int64_t now_ms);
+  // At head start: RUNNING jobs get an event saying the head restarted.
+  void note_restart(int64_t now_ms);
+
+  nlohmann::ordered_json summary(const JobRecord& job) const;          // JobSummary
+  nlohmann::ordered_json detail(const JobRecord& job, int64_t now_ms) const;  // Job
+
+ private:
+  nlohmann::ordered_json start_order(const JobRecord& job, const Placement& p) const;
+  void schedule(int64_t now_ms);
+  // The task ended (exited, gone, node lost): records it and decides what it means for its job.
+  void task_ended(Placement p, int64_t now_ms);
+  void fail_attempt(JobRecord job, const Placement& p, const std::string& reason, int64_t now_ms);
+  // A terminal job whose ranks are all gone: its partial log lines are flushed.
+  void settle(const JobRecord& job, int64_t now_ms);
+  bool wanted(const JobRecord& job, const Placement& p) const;
+
+  JobStore& store_;
+  NodeRegistry& registry_;
+  ControllerOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> address_;   // node name -> the address its heartbeats come from
+  std::map<std::string, std::string> work_dir_;  // node name -> its agent's work directory
+  std::map<int64_t, std::string> pending_reason_;
+};
+
+// "killed by signal 9 (Killed)" / "exited with code 3 (invalid-config)" / the error.
+std::string describe_exit(const Placement& p);
+
+}  // namespace verl::launcher

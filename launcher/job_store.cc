@@ -1,0 +1,601 @@
+#include "launcher/job_store.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "common/error.h"
+
+namespace verl::launcher {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+template <typename F>
+auto guarded(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const SQLite::Exception& e) {
+    throw Error(ExitCode::kFailure, std::string("job store: ") + what + ": " + e.what(),
+                "check the disk and the permissions of the state directory");
+  }
+}
+
+constexpr const char* kJobColumns =
+    "id, kind, config, state, submitted_ms, started_ms, ended_ms, attempt, restarts, nnodes, n_gpus_per_node,"
+    " world_size, total_steps, stop_requested, stop_grace_s, rendezvous, failure";
+
+JobRecord job_row(SQLite::Statement& q) {
+  JobRecord j;
+  j.id = q.getColumn(0).getInt64();
+  j.kind = q.getColumn(1).getString();
+  j.config = Json::parse(q.getColumn(2).getString());
+  j.state = parse_job_state(q.getColumn(3).getString());
+  j.submitted_ms = q.getColumn(4).getInt64();
+  j.started_ms = q.getColumn(5).getInt64();
+  j.ended_ms = q.getColumn(6).getInt64();
+  j.attempt = q.getColumn(7).getInt();
+  j.restarts = q.getColumn(8).getInt();
+  j.nnodes = q.getColumn(9).getInt();
+  j.n_gpus_per_node = q.getColumn(10).getInt();
+  j.world_size = q.getColumn(11).getInt();
+  j.total_steps = q.getColumn(12).getInt64();
+  j.stop_requested = q.getColumn(13).getInt() != 0;
+  j.stop_grace_s = q.getColumn(14).getDouble();
+  j.rendezvous = Json::parse(q.getColumn(15).getString());
+  j.failure = Json::parse(q.getColumn(16).getString());
+  return j;
+}
+
+constexpr const char* kPlacementColumns =
+    "job, attempt, rank, node, host, local_rank, device, state, started_ms, ended_ms, exit_code, signal, error";
+
+TaskState parse_task_state(const std::string& s) {
+  if (s == "running") return TaskState::kRunning;
+  if (s == "exited") return TaskState::kExited;
+  return TaskState::kAssigned;
+}
+
+Placement placement_row(SQLite::Statement& q) {
+  Placement p;
+  p.job = q.getColumn(0).getInt64();
+  p.attempt = q.getColumn(1).getInt();
+  p.rank = q.getColumn(2).getInt();
+  p.node = q.getColumn(3).getString();
+  p.host = q.getColumn(4).getString();
+  p.local_rank = q.getColumn(5).getInt();
+  p.device = q.getColumn(6).getString();
+  p.state = parse_task_state(q.getColumn(7).getString());
+  p.started_ms = q.getColumn(8).getInt64();
+  p.ended_ms = q.getColumn(9).getInt64();
+  if (!q.getColumn(10).isNull()) p.exit_code = q.getColumn(10).getInt();
+  p.signal = q.getColumn(11).getInt();
+  p.error = q.getColumn(12).getString();
+  return p;
+}
+
+LogLine line_row(SQLite::Statement& q) {
+  LogLine l;
+  l.seq = q.getColumn(0).getInt64();
+  l.rank = q.getColumn(1).getInt();
+  l.host = q.getColumn(2).getString();
+  l.stream = q.getColumn(3).getString();
+  l.text = q.getColumn(4).getString();
+  return l;
+}
+
+void insert_line(SQLite::Database& db, int64_t job, int rank, const std::string& host, const std::string& stream,
+                 const std::string& text) {
+  SQLite::Statement q(db, "INSERT INTO log_lines (job, rank, host, stream, text) VALUES (?, ?, ?, ?, ?)");
+  q.bind(1, static_cast<int64_t>(job));
+  q.bind(2, rank);
+  q.bind(3, host);
+  q.bind(4, stream);
+  q.bind(5, text);
+  q.exec();
+}
+
+}  // namespace
+
+const char* job_state_name(JobState s) {
+  switch (s) {
+    case JobState::kPending: return "PENDING";
+    case JobState::kRunning: return "RUNNING";
+    case JobState::kSucceeded: return "SUCCEEDED";
+    case JobState::kFailed: return "FAILED";
+    case JobState::kStopped: return "STOPPED";
+  }
+  return "PENDING";
+}
+
+JobState parse_job_state(const std::string& s) {
+  if (s == "RUNNING") return JobState::kRunning;
+  if (s == "SUCCEEDED") return JobState::kSucceeded;
+  if (s == "FAILED") return JobState::kFailed;
+  if (s == "STOPPED") return JobState::kStopped;
+  return JobState::kPending;
+}
+
+bool is_terminal(JobState s) { return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kStopped; }
+
+const char* task_state_name(TaskState s) {
+  switch (s) {
+    case TaskState::kAssigned: return "assigned";
+    case TaskState::kRunning: return "running";
+    case TaskState::kExited: return "exited";
+  }
+  return "assigned";
+}
+
+std::string Placement::task_id() const {
+  return "job-" + std::to_string(job) + "/" + std::to_string(rank) + "/" + std::to_string(attempt);
+}
+
+Json to_json(const Placement& p) {
+  Json j = {{"rank", p.rank},       {"node", p.node},   {"host", p.host},
+            {"local_rank", p.local_rank}, {"device", p.device}, {"attempt", p.attempt},
+            {"task", p.task_id()},  {"state", task_state_name(p.state)}};
+  if (p.exit_code) j["exit_code"] = *p.exit_code;
+  if (p.signal) j["signal"] = p.signal;
+  if (!p.error.empty()) j["error"] = p.error;
+  return j;
+}
+
+std::optional<TaskRef> parse_task_id(const std::string& task) {
+  long long job = 0;
+  int rank = 0, attempt = 0, used = 0;
+  if (std::sscanf(task.c_str(), "job-%lld/%d/%d%n", &job, &rank, &attempt, &used) != 3 ||
+      used != static_cast<int>(task.size()) || job <= 0 || rank < 0 || attempt < 0)
+    return std::nullopt;
+  return TaskRef{job, rank, attempt};
+}
+
+JobStore::JobStore(const std::string& path) {
+  try {
+    db_ = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db_->setBusyTimeout(5000);
+    if (path != ":memory:") {
+      db_->exec("PRAGMA journal_mode=WAL");
+      // NORMAL in WAL mode: a committed transaction survives a crash of the head (kill -9); only
+      // a power loss may take the last ones back.
+      db_->exec("PRAGMA synchronous=NORMAL");
+    }
+    db_->exec(
+        "CREATE TABLE IF NOT EXISTS jobs ("
+        " id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, config TEXT NOT NULL, state TEXT NOT NULL,"
+        " submitted_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL DEFAULT 0, ended_ms INTEGER NOT NULL DEFAULT 0,"
+        " attempt INTEGER NOT NULL DEFAULT 0, restarts INTEGER NOT NULL DEFAULT 0, nnodes INTEGER NOT NULL,"
+        " n_gpus_per_node INTEGER NOT NULL, world_size INTEGER NOT NULL, total_steps INTEGER NOT NULL DEFAULT 0,"
+        " stop_requested INTEGER NOT NULL DEFAULT 0, stop_grace_s REAL NOT NULL DEFAULT 10,"
+        " rendezvous TEXT NOT NULL DEFAULT '{}', failure TEXT NOT NULL DEFAULT 'null');"
+        "CREATE TABLE IF NOT EXISTS job_events ("
+        " id INTEGER PRIMARY KEY AUTOINCREMENT, job INTEGER NOT NULL, state TEXT NOT NULL,"
+        " time_ms INTEGER NOT NULL, detail TEXT NOT NULL DEFAULT '');"
+        "CREATE INDEX IF NOT EXISTS job_events_job ON job_events (job);"
+        "CREATE TABLE IF NOT EXISTS placements ("
+        " job INTEGER NOT NULL, attempt INTEGER NOT NULL, rank INTEGER NOT NULL, node TEXT NOT NULL,"
+        " host TEXT NOT NULL, local_rank INTEGER NOT NULL, device TEXT NOT NULL, state TEXT NOT NULL,"
+        " started_ms INTEGER NOT NULL DEFAULT 0, ended_ms INTEGER NOT NULL DEFAULT 0, exit_code INTEGER,"
+        " signal INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '',"
+        " PRIMARY KEY (job, attempt, rank));"
+        "CREATE TABLE IF NOT EXISTS log_streams ("
+        " job INTEGER NOT NULL, attempt INTEGER NOT NULL, rank INTEGER NOT NULL, stream TEXT NOT NULL,"
+        " host TEXT NOT NULL, end_offset INTEGER NOT NULL DEFAULT 0, partial BLOB NOT NULL DEFAULT '',"
+        " PRIMARY KEY (job, attempt, rank, stream));"
+        "CREATE TABLE IF NOT EXISTS log_lines ("
+        " seq INTEGER PRIMARY KEY AUTOINCREMENT, job INTEGER NOT NULL, rank INTEGER NOT NULL, host TEXT NOT NULL,"
+        " stream TEXT NOT NULL, text TEXT NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS log_lines_job ON log_lines (job, seq);"
+        "CREATE TABLE IF NOT EXISTS job_metrics ("
+        " job INTEGER NOT NULL, step INTEGER NOT NULL, row TEXT NOT NULL, received_ms INTEGER NOT NULL,"
+        " PRIMARY KEY (job, step));"
+        "CREATE TABLE IF NOT EXISTS job_results ("
+        " job INTEGER NOT NULL, rank INTEGER NOT NULL, result TEXT NOT NULL, PRIMARY KEY (job, rank));");
+  } catch (const SQLite::Exception& e) {
+    throw Error(ExitCode::kFailure, "cannot open the job store " + path + ": " + e.what(),
+                "check that the state directory is writable");
+  }
+}
+
+JobStore::~JobStore() = default;
+
+JobRecord JobStore::create(JobRecord job, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("create", [&] {
+    SQLite::Transaction tx(*db_);
+    SQLite::Statement q(*db_,
+                        "INSERT INTO jobs (kind, config, state, submitted_ms, nnodes, n_gpus_per_node, world_size,"
+                        " total_steps) VALUES (?, ?, 'PENDING', ?, ?, ?, ?, ?)");
+    q.bind(1, job.kind);
+    q.bind(2, job.config.dump());
+    q.bind(3, static_cast<int64_t>(now_ms));
+    q.bind(4, job.nnodes);
+    q.bind(5, job.n_gpus_per_node);
+    q.bind(6, job.world_size);
+    q.bind(7, static_cast<int64_t>(job.total_steps));
+    q.exec();
+    job.id = db_->getLastInsertRowid();
+    job.state = JobState::kPending;
+    job.submitted_ms = now_ms;
+    SQLite::Statement e(*db_, "INSERT INTO job_events (job, state, time_ms, detail) VALUES (?, 'PENDING', ?, ?)");
+    e.bind(1, static_cast<int64_t>(job.id));
+    e.bind(2, static_cast<int64_t>(now_ms));
+    e.bind(3, std::string("submitted"));
+    e.exec();
+    tx.commit();
+    return job;
+  });
+}
+
+std::optional<JobRecord> JobStore::job(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("get job", [&]() -> std::optional<JobRecord> {
+    SQLite::Statement q(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
+    q.bind(1, static_cast<int64_t>(id));
+    if (!q.executeStep()) return std::nullopt;
+    return job_row(q);
+  });
+}
+
+std::vector<JobRecord> JobStore::jobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("list jobs", [&] {
+    std::vector<JobRecord> out;
+    SQLite::Statement q(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs ORDER BY id DESC");
+    while (q.executeStep()) out.push_back(job_row(q));
+    return out;
+  });
+}
+
+std::vector<JobRecord> JobStore::jobs_in(const std::vector<JobState>& states) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("list jobs", [&] {
+    std::vector<JobRecord> out;
+    SQLite::Statement q(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs ORDER BY id");
+    while (q.executeStep()) {
+      JobRecord j = job_row(q);
+      if (std::find(states.begin(), states.end(), j.state) != states.end()) out.push_back(std::move(j));
+    }
+    return out;
+  });
+}
+
+void JobStore::update(const JobRecord& job, int64_t now_ms, const std::string& detail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  guarded("update job", [&] {
+    SQLite::Transaction tx(*db_);
+    SQLite::Statement old(*db_, "SELECT state, started_ms, ended_ms FROM jobs WHERE id = ?");
+    old.bind(1, static_cast<int64_t>(job.id));
+    if (!old.executeStep()) return;
+    const JobState before = parse_job_state(old.getColumn(0).getString());
+    int64_t started = old.getColumn(1).getInt64(), ended = old.getColumn(2).getInt64();
+    if (job.state == JobState::kRunning && started == 0) started = now_ms;
+    if (is_terminal(job.state) && !is_terminal(before)) ended = now_ms;
+    SQLite::Statement q(*db_,
+                        "UPDATE jobs SET config = ?, state = ?, started_ms = ?, ended_ms = ?, attempt = ?, restarts = ?,"
+                        " nnodes = ?, n_gpus_per_node = ?, world_size = ?, total_steps = ?, stop_requested = ?,"
+                        " stop_grace_s = ?, rendezvous = ?, failure = ? WHERE id = ?");
+    q.bind(1, job.config.dump());
+    q.bind(2, job_state_name(job.state));
+    q.bind(3, static_cast<int64_t>(started));
+    q.bind(4, static_cast<int64_t>(ended));
+    q.bind(5, job.attempt);
+    q.bind(6, job.restarts);
+    q.bind(7, job.nnodes);
+    q.bind(8, job.n_gpus_per_node);
+    q.bind(9, job.world_size);
+    q.bind(10, static_cast<int64_t>(job.total_steps));
+    q.bind(11, job.stop_requested ? 1 : 0);
+    q.bind(12, job.stop_grace_s);
+    q.bind(13, job.rendezvous.dump());
+    q.bind(14, job.failure.dump());
+    q.bind(15, static_cast<int64_t>(job.id));
+    q.exec();
+    if (before != job.state) {
+      SQLite::Statement e(*db_, "INSERT INTO job_events (job, state, time_ms, detail) VALUES (?, ?, ?, ?)");
+      e.bind(1, static_cast<int64_t>(job.id));
+      e.bind(2, job_state_name(job.state));
+      e.bind(3, static_cast<int64_t>(now_ms));
+      e.bind(4, detail);
+      e.exec();
+    }
+    tx.commit();
+  });
+}
+
+void JobStore::add_event(int64_t job, const std::string& state, int64_t now_ms, const std::string& detail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  guarded("add event", [&] {
+    SQLite::Statement e(*db_, "INSERT INTO job_events (job, state, time_ms, detail) VALUES (?, ?, ?, ?)");
+    e.bind(1, static_cast<int64_t>(job));
+    e.bind(2, state);
+    e.bind(3, static_cast<int64_t>(now_ms));
+    e.bind(4, detail);
+    e.exec();
+  });
+}
+
+std::vector<JobEvent> JobStore::events(int64_t job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("events", [&] {
+    std::vector<JobEvent> out;
+    SQLite::Statement q(*db_, "SELECT state, time_ms, detail FROM job_events WHERE job = ? ORDER BY id");
+    q.bind(1, static_cast<int64_t>(job));
+    while (q.executeStep())
+      out.push_back({q.getColumn(0).getString(), q.getColumn(1).getInt64(), q.getColumn(2).getString()});
+    return out;
+  });
+}
+
+void JobStore::add_placements(const std::vector<Placement>& placements) {
+  std::lock_guard<std::mutex> lock(mu_);
+  guarded("place", [&] {
+    SQLite::Transaction tx(*db_);
+    for (const auto& p : placements) {
+      SQLite::Statement q(*db_,
+                          "INSERT OR REPLACE INTO placements (job, attempt, rank, node, host, local_rank, device, state)"
+                          " VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+      q.bind(1, static_cast<int64_t>(p.job));
+      q.bind(2, p.attempt);
+      q.bind(3, p.rank);
+      q.bind(4, p.node);
+      q.bind(5, p.host);
+      q.bind(6, p.local_rank);
+      q.bind(7, p.device);
+      q.bind(8, task_state_name(p.state));
+      q.exec();
+    }
+    tx.commit();
+  });
+}
+
+void JobStore::update_placement(const Placement& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  guarded("update placement", [&] {
+    SQLite::Statement q(*db_,
+                        "UPDATE placements SET host = ?, state = ?, started_ms = ?, ended_ms = ?, exit_code = ?,"
+                        " signal = ?, error = ? WHERE job = ? AND attempt = ? AND rank = ?");
+    q.bind(1, p.host);
+    q.bind(2, task_state_name(p.state));
+    q.bind(3, static_cast<int64_t>(p.started_ms));
+    q.bind(4, static_cast<int64_t>(p.ended_ms));
+    if (p.exit_code) q.bind(5, *p.exit_code);
+    else q.bind(5);
+    q.bind(6, p.signal);
+    q.bind(7, p.error);
+    q.bind(8, static_cast<int64_t>(p.job));
+    q.bind(9, p.attempt);
+    q.bind(10, p.rank);
+    q.exec();
+  });
+}
+
+std::vector<Placement> JobStore::placements(int64_t job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("placements", [&] {
+    std::vector<Placement> out;
+    SQLite::Statement q(*db_, std::string("SELECT ") + kPlacementColumns +
+                                  " FROM placements WHERE job = ? ORDER BY attempt, rank");
+    q.bind(1, static_cast<int64_t>(job));
+    while (q.executeStep()) out.push_back(placement_row(q));
+    return out;
+  });
+}
+
+std::vector<Placement> JobStore::placements(int64_t job, int attempt) const {
+  std::vector<Placement> out;
+  for (auto& p : placements(job))
+    if (p.attempt == attempt) out.push_back(p);
+  return out;
+}
+
+std::vector<Placement> JobStore::active_placements() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("active placements", [&] {
+    std::vector<Placement> out;
+    SQLite::Statement q(*db_, std::string("SELECT ") + kPlacementColumns +
+                                  " FROM placements WHERE state != 'exited' ORDER BY job, attempt, rank");
+    while (q.executeStep()) out.push_back(placement_row(q));
+    return out;
+  });
+}
+
+std::optional<Placement> JobStore::placement(int64_t job, int attempt, int rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("placement", [&]() -> std::optional<Placement> {
+    SQLite::Statement q(*db_, std::string("SELECT ") + kPlacementColumns +
+                                  " FROM placements WHERE job = ? AND attempt = ? AND rank = ?");
+    q.bind(1, static_cast<int64_t>(job));
+    q.bind(2, attempt);
+    q.bind(3, rank);
+    if (!q.executeStep()) return std::nullopt;
+    return placement_row(q);
+  });
+}
+
+int JobStore::append_log(int64_t job, int attempt, int rank, const std::string& host, const std::string& stream,
+                         int64_t offset, const std::string& data, bool eof) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("append log", [&] {
+    SQLite::Transaction tx(*db_);
+    int64_t end = 0;
+    std::string partial;
+    {
+      SQLite::Statement q(*db_,
+                          "SELECT end_offset, partial FROM log_streams WHERE job = ? AND attempt = ? AND rank = ?"
+                          " AND stream = ?");
+      q.bind(1, static_cast<int64_t>(job));
+      q.bind(2, attempt);
+      q.bind(3, rank);
+      q.bind(4, stream);
+      if (q.executeStep()) {
+        end = q.getColumn(0).getInt64();
+        const auto col = q.getColumn(1);
+        partial.assign(static_cast<const char*>(col.getBlob()), static_cast<size_t>(col.getBytes()));
+      }
+    }
+    // Only the bytes past what we hold count: a resend of a chunk (or of its head) adds nothing.
+    // A gap (offset past the end: bytes the agent could not read) is taken as it comes.
+    std::string fresh;
+    if (offset + static_cast<int64_t>(data.size()) > end) {
+      const int64_t skip = std::max<int64_t>(0, end - offset);
+      fresh = data.substr(static_cast<size_t>(skip));
+      end = offset + static_cast<int64_t>(data.size());
+    }
+    partial += fresh;
+    int added = 0;
+    size_t start = 0;
+    for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+      insert_line(*db_, job, rank, host, stream, partial.substr(start, nl - start));
+      ++added;
+    }
+    partial.erase(0, start);
+    if (eof && !partial.empty()) {
+      insert_line(*db_, job, rank, host, stream, partial);
+      partial.clear();
+      ++added;
+    }
+    SQLite::Statement u(*db_,
+                        "INSERT INTO log_streams (job, attempt, rank, stream, host, end_offset, partial)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(job, attempt, rank, stream) DO UPDATE SET"
+                        " host = excluded.host, end_offset = excluded.end_offset, partial = excluded.partial");
+    u.bind(1, static_cast<int64_t>(job));
+    u.bind(2, attempt);
+    u.bind(3, rank);
+    u.bind(4, stream);
+    u.bind(5, host);
+    u.bind(6, static_cast<int64_t>(end));
+    u.bind(7, partial.data(), static_cast<int>(partial.size()));
+    u.exec();
+    tx.commit();
+    return added;
+  });
+}
+
+void JobStore::flush_partials(int64_t job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  guarded("flush logs", [&] {
+    SQLite::Transaction tx(*db_);
+    {
+      SQLite::Statement q(*db_,
+                          "SELECT rank, stream, host, partial FROM log_streams WHERE job = ? AND length(partial) > 0"
+                          " ORDER BY rank, stream");
+      q.bind(1, static_cast<int64_t>(job));
+      while (q.executeStep()) {
+        const auto col = q.getColumn(3);
+        insert_line(*db_, job, q.getColumn(0).getInt(), q.getColumn(2).getString(), q.getColumn(1).getString(),
+                    std::string(static_cast<const char*>(col.getBlob()), static_cast<size_t>(col.getBytes())));
+      }
+    }
+    SQLite::Statement u(*db_, "UPDATE log_streams SET partial = '' WHERE job = ?");
+    u.bind(1, static_cast<int64_t>(job));
+    u.exec();
+    tx.commit();
+  });
+}
+
+std::vector<LogLine> JobStore::log_lines(int64_t job, int rank, int64_t after, int limit) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("log lines", [&] {
+    std::vector<LogLine> out;
+    SQLite::Statement q(*db_,
+                        "SELECT seq, rank, host, stream, text FROM log_lines WHERE job = ? AND seq > ?"
+                        " AND (? < 0 OR rank = ?) ORDER BY seq LIMIT ?");
+    q.bind(1, static_cast<int64_t>(job));
+    q.bind(2, static_cast<int64_t>(after));
+    q.bind(3, rank);
+    q.bind(4, rank);
+    q.bind(5, limit);
+    while (q.executeStep()) out.push_back(line_row(q));
+    return out;
+  });
+}
+
+std::vector<LogLine> JobStore::tail_lines(int64_t job, int rank, int n) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("log tail", [&] {
+    std::vector<LogLine> out;
+    SQLite::Statement q(*db_,
+                        "SELECT seq, rank, host, stream, text FROM log_lines WHERE job = ? AND (? < 0 OR rank = ?)"
+                        " ORDER BY seq DESC LIMIT ?");
+    q.bind(1, static_cast<int64_t>(job));
+    q.bind(2, rank);
+    q.bind(3, rank);
+    q.bind(4, n);
+    while (q.executeStep()) out.push_back(line_row(q));
+    std::reverse(out.begin(), out.end());
+    return out;
+  });
+}
+
+void JobStore::put_metrics(int64_t job, const Json& rows, int64_t now_ms) {
+  if (!rows.is_array()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  guarded("put metrics", [&] {
+    SQLite::Transaction tx(*db_);
+    for (const auto& r : rows) {
+      if (!r.is_object() || !r.contains("step") || !r["step"].is_number_integer()) continue;
+      SQLite::Statement q(*db_, "INSERT OR REPLACE INTO job_metrics (job, step, row, received_ms) VALUES (?, ?, ?, ?)");
+      q.bind(1, static_cast<int64_t>(job));
+      q.bind(2, r["step"].get<int64_t>());
+      q.bind(3, r.dump());
+      q.bind(4, static_cast<int64_t>(now_ms));
+      q.exec();
+    }
+    tx.commit();
+  });
+}
+
+Json JobStore::metrics(int64_t job, int64_t after_step) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("metrics", [&] {
+    Json out = Json::array();
+    SQLite::Statement q(*db_, "SELECT row, received_ms FROM job_metrics WHERE job = ? AND step > ? ORDER BY step");
+    q.bind(1, static_cast<int64_t>(job));
+    q.bind(2, static_cast<int64_t>(after_step));
+    while (q.executeStep()) {
+      Json r = Json::parse(q.getColumn(0).getString());
+      r["_received_ms"] = q.getColumn(1).getInt64();
+      out.push_back(std::move(r));
+    }
+    return out;
+  });
+}
+
+Json JobStore::latest_metrics(int64_t job, int n) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("metrics", [&] {
+    Json out = Json::array();
+    SQLite::Statement q(*db_, "SELECT row, received_ms FROM job_metrics WHERE job = ? ORDER BY step DESC LIMIT ?");
+    q.bind(1, static_cast<int64_t>(job));
+    q.bind(2, n);
+    while (q.executeStep()) {
+      Json r = Json::parse(q.getColumn(0).getString());
+      r["_received_ms"] = q.getColumn(1).getInt64();
+      out.insert(out.begin(), std::move(r));
+    }
+    return out;
+  });
+}
+
+void JobStore::put_result(int64_t job, int rank, const Json& result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  guarded("put result", [&] {
+    SQLite::Statement q(*db_, "INSERT OR REPLACE INTO job_results (job, rank, result) VALUES (?, ?, ?)");
+    q.bind(1, static_cast<int64_t>(job));
+    q.bind(2, rank);
+    q.bind(3, result.dump());
+    q.exec();
+  });
+}
+
+Json JobStore::results(int64_t job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("results", [&] {
+    Json out = Json::object();
+    SQLite::Statement q(*db_, "SELECT rank, result FROM job_results WHERE job = ? ORDER BY rank");
+    q.bind(1, static_cast<int64_t>(job));
+    while (q.executeStep()) out[std::to_string(q.getColumn(0).getInt())] = Json::parse(q.getColumn(1).getString());
+    return out;
+  });
+}
+
+}  // namespace verl::launcher

@@ -1,0 +1,145 @@
+// The head's job store: every job submitted to a cluster with its config, state changes
+// (events), placement of ranks on nodes, logs, metrics and probe results. Backed by SQLite in
+// the cluster's state.db (WAL), beside the node registry, so that a head restarted after a crash
+// (kill -9) still lists every job, its events and its logs. Unlike the node registry it is
+// never cleared: job ids (job-N) come from an AUTOINCREMENT key and are never reused.
+//
+// Logs arrive as chunks of each rank's stdout/stderr at byte offsets (an agent resends after a
+// failed POST): bytes before the stream's end are ignored, so a resend is harmless. Complete
+// lines become rows with a sequence number that increases over the whole store (what
+// `logs -f` follows); the bytes after the last newline are kept as the stream's partial line
+// until more arrives or the stream ends (eof, or flush_partials() when its job ends), so a rank
+// that dies mid-line loses nothing and no line is ever cut.
+//
+// Time is passed in (milliseconds since the epoch). Thread-safe: every call takes one mutex.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace SQLite {
+class Database;
+}
+
+namespace verl::launcher {
+
+enum class JobState { kPending, kRunning, kSucceeded, kFailed, kStopped };
+const char* job_state_name(JobState state);  // PENDING | RUNNING | SUCCEEDED | FAILED | STOPPED
+JobState parse_job_state(const std::string& name);
+bool is_terminal(JobState state);
+
+struct JobRecord {
+  int64_t id = 0;
+  std::string kind;              // train | probe
+  nlohmann::ordered_json config;  // train: the resolved job config; probe: {argv: [...]}
+  JobState state = JobState::kPending;
+  int64_t submitted_ms = 0, started_ms = 0, ended_ms = 0;  // 0: not yet
+  int attempt = 0;               // 0-based; a restart starts the next attempt
+  int restarts = 0;
+  int nnodes = 1, n_gpus_per_node = 1, world_size = 1;
+  int64_t total_steps = 0;       // 0: unknown
+  bool stop_requested = false;
+  double stop_grace_s = 10;
+  nlohmann::ordered_json rendezvous = nlohmann::ordered_json::object();  // {master_addr, master_port}
+  nlohmann::ordered_json failure;  // null, or {rank, node, host, exit_code?, signal?, reason, last_lines}
+  std::string name() const { return "job-" + std::to_string(id); }
+};
+
+enum class TaskState { kAssigned, kRunning, kExited };  // assigned: ordered, not yet seen running
+const char* task_state_name(TaskState state);            // assigned | running | exited
+
+// One rank of one attempt of a job on a node. The task id the agent sees is <job>/<rank>/<attempt>.
+struct Placement {
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+  std::string node;  // the node's name (stable over a head restart, unlike its id)
+  std::string host;
+  int local_rank = 0;
+  std::string device;  // cpu | cuda:<index>
+  TaskState state = TaskState::kAssigned;
+  int64_t started_ms = 0, ended_ms = 0;
+  std::optional<int> exit_code;  // when it exited
+  int signal = 0;
+  std::string error;             // why it could not start, or why it is counted as ended
+  std::string task_id() const;
+};
+nlohmann::ordered_json to_json(const Placement& p);
+// "job-3/1/0" -> (3, rank 1, attempt 0); nullopt when it is not a task id.
+struct TaskRef {
+  int64_t job;
+  int rank;
+  int attempt;
+};
+std::optional<TaskRef> parse_task_id(const std::string& task);
+
+struct JobEvent {
+  std::string state;  // a JobState name, or RESTARTING / STOPPING
+  int64_t time_ms = 0;
+  std::string detail;
+};
+
+struct LogLine {
+  int64_t seq = 0;
+  int rank = 0;
+  std::string host, stream, text;
+};
+
+class JobStore {
+ public:
+  // Opens (creating) the tables in the database at path; ":memory:" for tests. Throws
+  // verl::Error naming the path when SQLite cannot open it.
+  explicit JobStore(const std::string& path);
+  ~JobStore();
+
+  // A new PENDING job (with its PENDING event); returns it with its id.
+  JobRecord create(JobRecord job, int64_t now_ms);
+  std::optional<JobRecord> job(int64_t id) const;
+  std::vector<JobRecord> jobs() const;  // newest first
+  std::vector<JobRecord> jobs_in(const std::vector<JobState>& states) const;  // oldest first
+  // Writes every field but id and submitted_ms; when the state changed, records an event with
+  // detail and sets started_ms (first RUNNING) and ended_ms (terminal).
+  void update(const JobRecord& job, int64_t now_ms, const std::string& detail = {});
+  void add_event(int64_t job, const std::string& state, int64_t now_ms, const std::string& detail);
+  std::vector<JobEvent> events(int64_t job) const;
+
+  void add_placements(const std::vector<Placement>& placements);
+  void update_placement(const Placement& p);
+  std::vector<Placement> placements(int64_t job) const;           // every attempt, by attempt and rank
+  std::vector<Placement> placements(int64_t job, int attempt) const;
+  std::vector<Placement> active_placements() const;                // not exited, any job
+  std::optional<Placement> placement(int64_t job, int attempt, int rank) const;
+
+  // Appends data found at byte offset of (job, rank, stream); eof: the stream is complete (its
+  // partial line becomes a line). Returns how many complete lines it added.
+  // Offsets count per attempt: each attempt of a rank writes its own files.
+  int append_log(int64_t job, int attempt, int rank, const std::string& host, const std::string& stream,
+                 int64_t offset, const std::string& data, bool eof);
+  // Every stream of the job ends: partial lines become lines.
+  void flush_partials(int64_t job);
+  // Lines with seq > after (rank < 0: all ranks), at most limit, in order.
+  std::vector<LogLine> log_lines(int64_t job, int rank, int64_t after, int limit) const;
+  // The last n lines (rank < 0: all ranks), in order.
+  std::vector<LogLine> tail_lines(int64_t job, int rank, int n) const;
+
+  // Metric rows ({step, ...}) of rank 0; a row for a step seen before replaces it (a resent or
+  // resumed step). Rows without a numeric step are ignored.
+  void put_metrics(int64_t job, const nlohmann::ordered_json& rows, int64_t now_ms);
+  // Rows with step > after_step, by step; each with its received_ms under "_received_ms".
+  nlohmann::ordered_json metrics(int64_t job, int64_t after_step) const;
+  nlohmann::ordered_json latest_metrics(int64_t job, int n) const;  // the last n rows, by step
+
+  void put_result(int64_t job, int rank, const nlohmann::ordered_json& result);
+  nlohmann::ordered_json results(int64_t job) const;  // {"<rank>": result}
+
+ private:
+  mutable std::mutex mu_;
+  std::unique_ptr<SQLite::Database> db_;
+};
+
+}  // namespace verl::launcher

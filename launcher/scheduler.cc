@@ -1,0 +1,41 @@
+#include "launcher/scheduler.h"
+
+namespace verl::launcher {
+
+std::optional<std::vector<RankSlot>> place(const PlacementRequest& r, const std::vector<NodeSlots>& nodes,
+                                           std::string* why) {
+  std::vector<RankSlot> out;
+  int taken = 0;
+  for (const auto& n : nodes) {
+    if (taken == r.nnodes) break;
+    std::vector<int> gpus;
+    if (n.gpus > 0) {
+      for (int i = 0; i < n.gpus && static_cast<int>(gpus.size()) < r.n_gpus_per_node; ++i)
+        if (!n.busy_gpus.count(i)) gpus.push_back(i);
+      if (static_cast<int>(gpus.size()) < r.n_gpus_per_node) continue;
+    } else if (n.busy_cpu_slots > 0) {
+      continue;  // a CPU node's slots are the job's n_gpus_per_node: another job holds them
+    }
+    for (int local = 0; local < r.n_gpus_per_node; ++local) {
+      RankSlot s;
+      s.rank = taken * r.n_gpus_per_node + local;
+      s.node = n.node;
+      s.host = n.host;
+      s.local_rank = local;
+      s.gpu = n.gpus > 0 ? gpus[local] : -1;
+      s.device = n.gpus > 0 ? "cuda:" + std::to_string(s.gpu) : "cpu";
+      out.push_back(s);
+    }
+    ++taken;
+  }
+  if (taken == r.nnodes) return out;
+  if (why) {
+    *why = "needs " + std::to_string(r.nnodes) + " node" + (r.nnodes == 1 ? "" : "s") + " with " +
+           std::to_string(r.n_gpus_per_node) + " free slot" + (r.n_gpus_per_node == 1 ? "" : "s") + " each; " +
+           std::to_string(taken) + " of " + std::to_string(nodes.size()) + " alive node" +
+           (nodes.size() == 1 ? " has" : "s have") + " them";
+  }
+  return std::nullopt;
+}
+
+}  // namespace verl::launcher

@@ -1,0 +1,44 @@
+// Placement of a job's ranks on nodes: a pure function, so that it is tested without a head.
+//
+// A node offers slots: one per GPU, or, on a node without GPUs, n_gpus_per_node CPU slots of the
+// job being placed (a CPU node runs as many ranks as the job asks for per node). A slot runs
+// one rank at a time. A trainer job needs nnodes distinct alive nodes with n_gpus_per_node free
+// slots each; ranks are numbered node by node (rank = node_index * n_gpus_per_node + local_rank),
+// nodes taken in the order given (the registry's, by id). A GPU rank gets the lowest free GPU
+// index of its node.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace verl::launcher {
+
+struct NodeSlots {
+  std::string node;
+  std::string host;
+  int gpus = 0;              // 0: a CPU node
+  std::set<int> busy_gpus;   // GPU indices in use by other jobs' ranks
+  int busy_cpu_slots = 0;    // CPU ranks of other jobs running here
+};
+
+struct RankSlot {
+  int rank = 0;
+  std::string node, host;
+  int local_rank = 0;
+  std::string device;  // cpu | cuda:<index>
+  int gpu = -1;        // the GPU index, -1 on a CPU node
+};
+
+struct PlacementRequest {
+  int nnodes = 1;
+  int n_gpus_per_node = 1;
+};
+
+// The ranks of a placement, or nullopt with *why ("needs 2 nodes with 1 free slot each; 1 of 1
+// alive nodes has them") when the nodes cannot take the job now.
+std::optional<std::vector<RankSlot>> place(const PlacementRequest& request, const std::vector<NodeSlots>& nodes,
+                                           std::string* why);
+
+}  // namespace verl::launcher

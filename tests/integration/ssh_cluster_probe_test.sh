@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# `verlctl probe` across a 4-host SSH cluster: real OpenSSH servers on 127.0.0.2-5
+# (scripts/services/sshd-loopback.sh), started and stopped here; up --skip-preflight, then the
+# probes on every host through the head: per host a row of tcp (bandwidth to the head's probe
+# server), ports (the head's dashboard), shm, disk, clock (offset against the head's time
+# server) and versions, all passing and agreeing; a threshold no host meets exits 5 naming each
+# host; then `up` itself running the preflight. Nothing is left running.
+set -euo pipefail
+: "${VERLCTL:?set VERLCTL to the verlctl binary}" "${VERL_SOURCE_DIR:?set VERL_SOURCE_DIR}"
+
+work=$(mktemp -d /tmp/verl_ssh_probe.XXXXXX)
+export VERLCTL_HOME=$work/home
+sshd_dir=$work/sshd
+sshd=$VERL_SOURCE_DIR/scripts/services/sshd-loopback.sh
+unset SSH_AUTH_SOCK
+hosts="127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cleanup() {
+  set +e
+  "$VERLCTL" down --name sshp --timeout 2 >/dev/null 2>&1
+  "$sshd" stop 4 "$sshd_dir" >/dev/null 2>&1
+  local left
+  left=$(pgrep -f -- "$work/home\|$work/remote" || true)
+  [ -n "$left" ] && kill -9 $left 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1],0)); print(s.getsockname()[1])' "$1"; }
+port=$(free_port 127.0.0.2)
+dash=$(free_port 127.0.0.1)
+store=$(free_port 127.0.0.1)
+"$sshd" start 4 "$sshd_dir" "$port" || fail "cannot start sshd on 127.0.0.2-5"
+
+spec=$work/spec.yaml
+cat >"$spec" <<YAML
+name: sshp
+backend: ssh
+head:
+  host: 127.0.0.1
+  dashboard_port: $dash
+  store_port: $store
+  heartbeat_interval_s: 0.3
+  heartbeat_timeout_s: 6.0
+nodes:
+  - {host: 127.0.0.2}
+  - {host: 127.0.0.3}
+  - {host: 127.0.0.4}
+  - {host: 127.0.0.5}
+ssh:
+  user: root
+  port: $port
+  identity_file: $sshd_dir/id_ed25519
+  known_hosts: $sshd_dir/known_hosts
+  connect_timeout_s: 5
+  command_timeout_s: 60
+  remote_dir: $work/remote
+YAML
+
+# field JSON NODE PROBE METRIC KEY
+field() {
+  python3 -c 'import json,sys
+d=json.loads(sys.argv[1]); rows=d.get("preflight", d)["rows"]
+m=[r for r in rows if r["node"]==sys.argv[2] and r["probe"]==sys.argv[3] and r["metric"]==sys.argv[4]]
+print(m[0][sys.argv[5]] if m else "<none>")' "$1" "$2" "$3" "$4" "$5"
+}
+
+out=$("$VERLCTL" up -f "$spec" --skip-preflight --timeout 120 2>&1) || fail "up failed: $out"
+
+json=$("$VERLCTL" probe -f "$spec" --tcp-mib 16 -o json 2>"$work/err") || fail "probe across 4 hosts failed: $(cat "$work/err") $json"
+for h in $hosts; do
+  for pm in "tcp bandwidth" "tcp rtt" "ports dashboard" "ports store" "shm size" "disk free" "clock offset" "versions verlctl"; do
+    st=$(field "$json" $h $pm status)
+    [ "$st" = pass ] || fail "$h $pm is '$st': $(field "$json" $h $pm detail)"
+  done
+  field "$json" $h tcp bandwidth detail | grep -q "^127.0.0.1:" || fail "$h's tcp did not measure against the head"
+  field "$json" $h ports dashboard detail | grep -q "127.0.0.1:$dash accepts" || fail "$h did not reach the dashboard port"
+  [ "$(field "$json" $h gpu count status)" = skipped ] || fail "$h: gpu not skipped without a device"
+done
+[ "$(field "$json" "*" versions verlctl status)" = "<none>" ] || fail "the hosts' versions differ: $json"
+job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["job"])' "$json")
+n=$("$VERLCTL" status "$job" --name sshp -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("results",{})))')
+[ "$n" = 4 ] || fail "the head keeps $n reports of $job, not 4"
+echo "ok: 4 hosts probed through the head ($job)" >&2
+
+rc=0
+json=$("$VERLCTL" probe -f "$spec" --only shm,disk probes.min_free_disk_gib=1e9 -o json 2>"$work/err") || rc=$?
+[ $rc -eq 5 ] || fail "an impossible disk threshold exited $rc, not 5"
+for h in $hosts; do
+  grep -q "$h disk.free" "$work/err" || fail "the error does not name $h disk.free: $(cat "$work/err")"
+done
+echo "ok: a threshold no host meets exits 5 naming each host" >&2
+
+"$VERLCTL" down --name sshp --timeout 10 >/dev/null 2>&1 || fail "down failed"
+out=$("$VERLCTL" up -f "$spec" --timeout 120 2>&1) || fail "up with its preflight failed: $out"
+grep -q "preflight: probing every node" <<<"$out" || fail "up did not run its preflight: $out"
+for h in $hosts; do grep -q "^$h .*tcp" <<<"$out" || fail "up's preflight has no tcp row for $h: $out"; done
+echo "ok: up runs the preflight on the 4 hosts" >&2
+"$VERLCTL" down --name sshp --timeout 10 >/dev/null 2>&1 || fail "down failed"
+left=$(pgrep -f -- "$work/home\|$work/remote" || true)
+[ -z "$left" ] || fail "processes left behind: $left"
+echo "ok: nothing left running" >&2

@@ -1,0 +1,235 @@
+// The job state machine against a real SQLite store and registry, with time passed in: orders
+// in heartbeat answers, SUCCEEDED, FAILED with the rank's host, signal and last lines (others
+// told to stop), restarts with resume, node loss, stop, and a head restarted under its jobs.
+#include "launcher/job_controller.h"
+
+#include <gtest/gtest.h>
+
+namespace verl::launcher {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct Cluster {
+  JobStore store{":memory:"};
+  NodeRegistry registry{":memory:"};
+  std::unique_ptr<JobController> ctl;
+  NodeRecord n0, n1;
+  explicit Cluster(int64_t started_ms = 0) {
+    ControllerOptions o;
+    o.store_port = 29500;
+    o.spec_env = {{"NCCL_DEBUG", "WARN"}};
+    o.heartbeat_timeout_ms = 1000;
+    o.head_started_ms = started_ms;
+    ctl = std::make_unique<JobController>(store, registry, o);
+    Resources r;
+    r.cpus = 2;
+    n0 = registry.register_node("node-0", "host-a", 1, r, started_ms);
+    n1 = registry.register_node("node-1", "host-b", 2, r, started_ms);
+  }
+  JobRecord submit(std::vector<std::string> overrides) {
+    SubmitError e;
+    auto j = ctl->submit(Json{{"kind", "train"}, {"overrides", overrides}}, 100, &e);
+    EXPECT_TRUE(j) << e.error;
+    return *j;
+  }
+  Json beat(const NodeRecord& n, Json tasks, int64_t now) {
+    registry.heartbeat(n.id, now);
+    return ctl->heartbeat(n, tasks, n.name == "node-0" ? "10.0.0.1" : "10.0.0.2", "/w/" + n.name, now);
+  }
+  JobState state(int64_t id) { return store.job(id)->state; }
+};
+
+Json running(const std::string& task) { return {{"task", task}, {"state", "running"}}; }
+Json exited(const std::string& task, int code) { return {{"task", task}, {"state", "exited"}, {"exit_code", code}}; }
+Json killed(const std::string& task, int sig) { return {{"task", task}, {"state", "exited"}, {"signal", sig}}; }
+
+const std::vector<std::string> kTwoRanks = {"trainer.nnodes=2", "trainer.n_gpus_per_node=1"};
+
+bool has_env(const Json& order, const std::string& entry) {
+  for (const auto& e : order["env"])
+    if (e == entry) return true;
+  return false;
+}
+
+TEST(JobController, InvalidConfigIsRefusedWithItsKeyPath) {
+  Cluster c;
+  SubmitError e;
+  EXPECT_FALSE(c.ctl->submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=0"}}}, 1, &e));
+  EXPECT_EQ(e.status, 400);
+  ASSERT_FALSE(e.issues.empty());
+  EXPECT_EQ(e.issues[0].path, "trainer.nnodes");
+  EXPECT_FALSE(c.ctl->submit(Json{{"kind", "train"}, {"yaml", "trainer:\n  nnodse: 2\n"}, {"file", "job.yaml"}}, 1, &e));
+  EXPECT_EQ(e.issues[0].where.file, "job.yaml");
+  EXPECT_FALSE(c.ctl->submit(Json{{"kind", "probe"}, {"argv", {"up", "--local", "1"}}}, 1, &e)) << "only train|probe";
+  EXPECT_TRUE(c.store.jobs().empty());
+}
+
+TEST(JobController, PlacesRanksAndOrdersThemWithTheirRendezvous) {
+  Cluster c;
+  const auto j = c.submit(kTwoRanks);
+  EXPECT_EQ(j.config["trainer"]["metrics_file"], "metrics.jsonl");
+  c.beat(c.n0, Json::array(), 150);  // the head learns node-0's address
+  c.ctl->tick(200);
+  EXPECT_EQ(c.state(j.id), JobState::kRunning);
+  const Json o0 = c.beat(c.n0, Json::array(), 300);
+  ASSERT_EQ(o0.size(), 1u);
+  EXPECT_EQ(o0[0]["task"], "job-1/0/0");
+  EXPECT_EQ(o0[0]["action"], "start");
+  EXPECT_EQ(o0[0]["cwd"], "jobs/job-1");
+  EXPECT_TRUE(has_env(o0[0], "RANK=0"));
+  EXPECT_TRUE(has_env(o0[0], "WORLD_SIZE=2"));
+  EXPECT_TRUE(has_env(o0[0], "MASTER_ADDR=10.0.0.1"));
+  EXPECT_TRUE(has_env(o0[0], "MASTER_PORT=29500"));
+  EXPECT_TRUE(has_env(o0[0], "NCCL_DEBUG=WARN")) << "the spec's env reaches every rank";
+  EXPECT_NE(o0[0]["files"]["job.yaml"].get<std::string>().find("metrics_file: metrics.jsonl"), std::string::npos);
+  const Json o1 = c.beat(c.n1, Json::array(), 300);
+  ASSERT_EQ(o1.size(), 1u);
+  EXPECT_TRUE(has_env(o1[0], "RANK=1"));
+  EXPECT_TRUE(has_env(o1[0], "MASTER_ADDR=10.0.0.1")) << "rank 0's node hosts the store";
+  // Reported: no more start orders.
+  EXPECT_TRUE(c.beat(c.n0, Json::array({running("job-1/0/0")}), 400).empty());
+  const auto d = c.ctl->detail(*c.store.job(j.id), 400);
+  EXPECT_EQ(d["placement"][0]["dir"], "/w/node-0/jobs/job-1");
+  EXPECT_EQ(d["rendezvous"]["master_port"], 29500);
+}
+
+TEST(JobController, EveryRankExitingZeroSucceeds) {
+  Cluster c;
+  const auto j = c.submit(kTwoRanks);
+  c.ctl->tick(200);
+  c.beat(c.n0, Json::array(), 300);
+  c.beat(c.n1, Json::array(), 300);
+  c.beat(c.n0, Json::array({exited("job-1/0/0", 0)}), 400);
+  EXPECT_EQ(c.state(j.id), JobState::kRunning) << "rank 1 still runs";
+  c.beat(c.n1, Json::array({exited("job-1/1/0", 0)}), 500);
+  EXPECT_EQ(c.state(j.id), JobState::kSucceeded);
+  EXPECT_EQ(c.store.job(j.id)->ended_ms, 500);
+}
+
+TEST(JobController, AKilledRankFailsTheJobAndTheOthersAreStopped) {
+  Cluster c;
+  const auto j = c.submit(kTwoRanks);
+  c.ctl->tick(200);
+  c.beat(c.n0, Json::array(), 300);
+  c.beat(c.n1, Json::array(), 300);
+  c.beat(c.n0, Json::array({running("job-1/0/0")}), 350);
+  c.store.append_log(j.id, 0, 1, "host-b", "stderr", 0, "step 3\nstep 4 half", false);
+  c.beat(c.n1, Json::array({killed("job-1/1/0", 9)}), 400);
+  const auto job = *c.store.job(j.id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.failure["rank"], 1);
+  EXPECT_EQ(job.failure["host"], "host-b");
+  EXPECT_EQ(job.failure["signal"], 9);
+  EXPECT_NE(job.failure["reason"].get<std::string>().find("killed by signal 9"), std::string::npos);
+  EXPECT_EQ(job.failure["last_lines"], Json::array({"step 3"}));
+  const Json o = c.beat(c.n0, Json::array({running("job-1/0/0")}), 500);
+  ASSERT_EQ(o.size(), 1u);
+  EXPECT_EQ(o[0]["action"], "stop");
+  EXPECT_EQ(o[0]["task"], "job-1/0/0");
+  c.beat(c.n0, Json::array({killed("job-1/0/0", 15)}), 600);
+  EXPECT_EQ(c.store.job(j.id)->failure["rank"], 1) << "the stopped rank does not replace the cause";
+  // The partial line of the dead rank is there once every rank is gone.
+  EXPECT_EQ(c.store.tail_lines(j.id, 1, 1)[0].text, "step 4 half");
+}
+
+TEST(JobController, MaxRestartsStartsTheNextAttemptResuming) {
+  Cluster c;
+  auto ov = kTwoRanks;
+  ov.push_back("trainer.max_restarts=1");
+  ov.push_back("trainer.resume_mode=disable");
+  const auto j = c.submit(ov);
+  c.ctl->tick(200);
+  c.beat(c.n0, Json::array(), 300);
+  c.beat(c.n1, Json::array(), 300);
+  c.beat(c.n1, Json::array({killed("job-1/1/0", 9)}), 400);
+  auto job = *c.store.job(j.id);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempt, 1);
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_EQ(job.config["trainer"]["resume_mode"], "auto");
+  c.ctl->tick(450);
+  EXPECT_TRUE(c.store.placements(j.id, 1).empty()) << "rank 0 of attempt 1 still holds node-0's slot";
+  const Json stop = c.beat(c.n0, Json::array({running("job-1/0/0")}), 500);
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_EQ(stop[0]["action"], "stop");
+  c.beat(c.n0, Json::array({killed("job-1/0/0", 15)}), 600);
+  c.ctl->tick(700);
+  ASSERT_EQ(c.store.placements(j.id, 1).size(), 2u);
+  const Json start = c.beat(c.n0, Json::array(), 800);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0]["task"], "job-1/0/1");
+  EXPECT_NE(start[0]["files"]["job.yaml"].get<std::string>().find("resume_mode: auto"), std::string::npos);
+  bool restarting = false;
+  for (const auto& e : c.store.events(j.id)) restarting |= e.state == "RESTARTING" && e.detail.find("attempt 2 of 2") == 0;
+  EXPECT_TRUE(restarting);
+  // The second failure is the last.
+  c.beat(c.n1, Json::array(), 800);
+  c.beat(c.n1, Json::array({exited("job-1/1/1", 1)}), 900);
+  EXPECT_EQ(c.state(j.id), JobState::kFailed);
+}
+
+TEST(JobController, ALostNodeFailsItsJobNamingTheNode) {
+  Cluster c;
+  const auto j = c.submit(kTwoRanks);
+  c.ctl->tick(200);
+  c.beat(c.n0, Json::array(), 300);
+  c.beat(c.n1, Json::array(), 300);
+  c.beat(c.n1, Json::array({running("job-1/1/0")}), 400);
+  c.registry.heartbeat(c.n0.id, 5000);
+  c.registry.mark_lost(5000, 1000);  // node-1 has been silent since 400
+  c.ctl->tick(5000);
+  const auto job = *c.store.job(j.id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.failure["node"], "node-1");
+  EXPECT_NE(job.failure["reason"].get<std::string>().find("node node-1 (host-b) lost"), std::string::npos);
+}
+
+TEST(JobController, StopEndsInStoppedOnceTheRanksAreGone) {
+  Cluster c;
+  const auto j = c.submit(kTwoRanks);
+  c.ctl->tick(200);
+  c.beat(c.n0, Json::array(), 300);
+  c.beat(c.n1, Json::array(), 300);
+  c.ctl->stop(j.id, 3, 400);
+  EXPECT_EQ(c.state(j.id), JobState::kRunning);
+  const Json o = c.beat(c.n0, Json::array({running("job-1/0/0")}), 500);
+  ASSERT_EQ(o.size(), 1u);
+  EXPECT_EQ(o[0]["grace_s"], 3.0);
+  c.beat(c.n0, Json::array({killed("job-1/0/0", 15)}), 600);
+  c.beat(c.n1, Json::array({exited("job-1/1/0", 0)}), 600);
+  EXPECT_EQ(c.state(j.id), JobState::kStopped);
+  // A pending job stops at once.
+  const auto k = c.submit(kTwoRanks);  // not placed: no tick
+  c.ctl->stop(k.id, 1, 700);
+  EXPECT_EQ(c.state(k.id), JobState::kStopped);
+}
+
+TEST(JobController, AHeadRestartedUnderItsJobsTakesBackWhatIsStillRunning) {
+  JobStore store(":memory:");
+  Cluster before;
+  const auto j = before.submit(kTwoRanks);
+  before.ctl->tick(200);
+  before.beat(before.n0, Json::array(), 300);
+  before.beat(before.n1, Json::array(), 300);
+  before.beat(before.n0, Json::array({running("job-1/0/0")}), 400);
+  before.beat(before.n1, Json::array({running("job-1/1/0")}), 400);
+  // A new controller over the same store (the head restarted at 10000); only node-0 registers again.
+  NodeRegistry fresh(":memory:");
+  ControllerOptions o;
+  o.heartbeat_timeout_ms = 1000;
+  o.head_started_ms = 10000;
+  JobController after(before.store, fresh, o);
+  const auto n0 = fresh.register_node("node-0", "host-a", 1, Resources{}, 10100);
+  EXPECT_TRUE(after.heartbeat(n0, Json::array({running("job-1/0/0")}), "", "", 10200).empty());
+  after.tick(10500);
+  EXPECT_EQ(before.state(j.id), JobState::kRunning) << "node-1 still has time to come back";
+  after.tick(11100);
+  const auto job = *before.store.job(j.id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_NE(job.failure["reason"].get<std::string>().find("head restarted"), std::string::npos);
+  EXPECT_EQ(job.failure["node"], "node-1");
+}
+
+}  // namespace
+}  // namespace verl::launcher

@@ -1,0 +1,201 @@
+// The job store on real SQLite: ids never reused, events, placements, logs by byte offset (a
+// resend adds nothing, a partial line is kept until its end), metrics replaced by step, and
+// everything still there when the store is opened again (a head restarted after kill -9).
+#include "launcher/job_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace verl::launcher {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+JobRecord train_job() {
+  JobRecord j;
+  j.kind = "train";
+  j.config = {{"trainer", {{"nnodes", 2}}}};
+  j.nnodes = 2;
+  j.n_gpus_per_node = 1;
+  j.world_size = 2;
+  j.total_steps = 5;
+  return j;
+}
+
+std::vector<std::string> texts(const std::vector<LogLine>& lines) {
+  std::vector<std::string> out;
+  for (const auto& l : lines) out.push_back(l.text);
+  return out;
+}
+
+class TempDb : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("job_store_test." + std::to_string(getpid()) + "." +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string db() const { return (dir_ / "state.db").string(); }
+  std::filesystem::path dir_;
+};
+
+TEST(JobStore, IdsCountUpAndJobsListNewestFirst) {
+  JobStore s(":memory:");
+  const auto a = s.create(train_job(), 1000);
+  const auto b = s.create(train_job(), 2000);
+  EXPECT_EQ(a.name(), "job-1");
+  EXPECT_EQ(b.name(), "job-2");
+  const auto all = s.jobs();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].id, b.id);
+  EXPECT_EQ(all[0].state, JobState::kPending);
+  EXPECT_EQ(all[1].config["trainer"]["nnodes"], 2);
+}
+
+TEST(JobStore, StateChangesAreEventsWithTimes) {
+  JobStore s(":memory:");
+  auto j = s.create(train_job(), 1000);
+  j.state = JobState::kRunning;
+  s.update(j, 1500, "placed on node-0, node-1");
+  j.restarts = 1;
+  s.update(j, 1600);  // no state change: no event
+  s.add_event(j.id, "RESTARTING", 1700, "attempt 2 of 2");
+  j.state = JobState::kFailed;
+  s.update(j, 2000, "rank 1 killed");
+  const auto ev = s.events(j.id);
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[0].state, "PENDING");
+  EXPECT_EQ(ev[1].state, "RUNNING");
+  EXPECT_EQ(ev[1].time_ms, 1500);
+  EXPECT_EQ(ev[1].detail, "placed on node-0, node-1");
+  EXPECT_EQ(ev[2].state, "RESTARTING");
+  EXPECT_EQ(ev[3].state, "FAILED");
+  const auto back = s.job(j.id);
+  EXPECT_EQ(back->started_ms, 1500);
+  EXPECT_EQ(back->ended_ms, 2000);
+  EXPECT_EQ(back->restarts, 1);
+}
+
+TEST(JobStore, ResentLogChunkAddsNothing) {
+  JobStore s(":memory:");
+  const auto j = s.create(train_job(), 1000);
+  EXPECT_EQ(s.append_log(j.id, 0, 0, "h0", "stderr", 0, "one\ntwo\n", false), 2);
+  EXPECT_EQ(s.append_log(j.id, 0, 0, "h0", "stderr", 0, "one\ntwo\n", false), 0);  // the same POST again
+  // Overlapping: the first 4 bytes were seen, only "three" is new.
+  EXPECT_EQ(s.append_log(j.id, 0, 0, "h0", "stderr", 4, "two\nthree\n", false), 1);
+  EXPECT_EQ(texts(s.log_lines(j.id, -1, 0, 100)), (std::vector<std::string>{"one", "two", "three"}));
+}
+
+TEST(JobStore, PartialLineIsKeptUntilItEndsOrTheStreamEnds) {
+  JobStore s(":memory:");
+  const auto j = s.create(train_job(), 1000);
+  s.append_log(j.id, 0, 1, "h1", "stdout", 0, "step 1 lo", false);
+  EXPECT_TRUE(s.log_lines(j.id, -1, 0, 100).empty()) << "half a line is not a line yet";
+  s.append_log(j.id, 0, 1, "h1", "stdout", 9, "ss 0.5\nstep 2 lo", false);
+  EXPECT_EQ(texts(s.log_lines(j.id, 1, 0, 100)), (std::vector<std::string>{"step 1 loss 0.5"}));
+  // The rank died mid-line: the stream's end keeps the tail.
+  s.append_log(j.id, 0, 1, "h1", "stdout", 25, "", true);
+  EXPECT_EQ(texts(s.log_lines(j.id, 1, 0, 100)), (std::vector<std::string>{"step 1 loss 0.5", "step 2 lo"}));
+}
+
+TEST(JobStore, FlushPartialsEndsEveryStreamOfAJob) {
+  JobStore s(":memory:");
+  const auto j = s.create(train_job(), 1000);
+  s.append_log(j.id, 0, 0, "h0", "stdout", 0, "no newline here", false);
+  s.flush_partials(j.id);
+  s.flush_partials(j.id);  // twice: still one line
+  EXPECT_EQ(texts(s.log_lines(j.id, -1, 0, 100)), (std::vector<std::string>{"no newline here"}));
+}
+
+TEST(JobStore, AttemptsHaveTheirOwnOffsets) {
+  JobStore s(":memory:");
+  const auto j = s.create(train_job(), 1000);
+  s.append_log(j.id, 0, 0, "h0", "stdout", 0, "attempt one\n", false);
+  s.append_log(j.id, 1, 0, "h0", "stdout", 0, "attempt two\n", false);  // a new file from offset 0
+  EXPECT_EQ(texts(s.log_lines(j.id, -1, 0, 100)), (std::vector<std::string>{"attempt one", "attempt two"}));
+}
+
+TEST(JobStore, LinesFollowBySeqAndFilterByRankAndTail) {
+  JobStore s(":memory:");
+  const auto j = s.create(train_job(), 1000);
+  s.append_log(j.id, 0, 0, "h0", "stdout", 0, "a\nb\n", false);
+  s.append_log(j.id, 0, 1, "h1", "stdout", 0, "c\n", false);
+  s.append_log(j.id, 0, 0, "h0", "stdout", 4, "d\n", false);
+  const auto all = s.log_lines(j.id, -1, 0, 100);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[2].host, "h1");
+  EXPECT_EQ(texts(s.log_lines(j.id, -1, all[1].seq, 100)), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(texts(s.log_lines(j.id, 0, 0, 100)), (std::vector<std::string>{"a", "b", "d"}));
+  EXPECT_EQ(texts(s.tail_lines(j.id, -1, 2)), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(texts(s.log_lines(j.id, -1, 0, 1)), (std::vector<std::string>{"a"}));
+}
+
+TEST(JobStore, MetricsAreReplacedByStep) {
+  JobStore s(":memory:");
+  const auto j = s.create(train_job(), 1000);
+  s.put_metrics(j.id, Json::array({{{"step", 1}, {"critic/score/mean", 0.1}}, {{"step", 2}, {"critic/score/mean", 0.2}}}), 10);
+  // A resumed attempt runs step 2 again; a row without a step is ignored.
+  s.put_metrics(j.id, Json::array({{{"step", 2}, {"critic/score/mean", 0.25}}, {{"nostep", 1}}}), 20);
+  const auto rows = s.metrics(j.id, 0);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(rows[1]["critic/score/mean"].get<double>(), 0.25);
+  EXPECT_EQ(s.metrics(j.id, 1).size(), 1u);
+  EXPECT_EQ(s.latest_metrics(j.id, 1)[0]["step"], 2);
+}
+
+TEST(JobStore, TaskIdsRoundTrip) {
+  Placement p;
+  p.job = 12;
+  p.rank = 3;
+  p.attempt = 1;
+  EXPECT_EQ(p.task_id(), "job-12/3/1");
+  const auto ref = parse_task_id("job-12/3/1");
+  ASSERT_TRUE(ref);
+  EXPECT_EQ(ref->job, 12);
+  EXPECT_EQ(ref->rank, 3);
+  EXPECT_EQ(ref->attempt, 1);
+  EXPECT_FALSE(parse_task_id("job-12/3"));
+  EXPECT_FALSE(parse_task_id("job-12/3/1x"));
+  EXPECT_FALSE(parse_task_id("../etc"));
+}
+
+TEST_F(TempDb, EverythingSurvivesReopening) {
+  int64_t id = 0;
+  {
+    JobStore s(db());
+    auto j = s.create(train_job(), 1000);
+    id = j.id;
+    j.state = JobState::kRunning;
+    s.update(j, 1100, "placed");
+    Placement p;
+    p.job = id;
+    p.rank = 0;
+    p.node = "node-0";
+    p.host = "h0";
+    p.device = "cpu";
+    s.add_placements({p});
+    s.append_log(id, 0, 0, "h0", "stderr", 0, "hello\npart", false);
+    s.put_metrics(id, Json::array({{{"step", 1}, {"x", 1.0}}}), 1200);
+    s.put_result(id, 0, {{"ok", true}});
+  }  // the head is gone
+  JobStore s(db());
+  const auto j = s.job(id);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, JobState::kRunning);
+  EXPECT_EQ(s.events(id).size(), 2u);
+  ASSERT_EQ(s.placements(id).size(), 1u);
+  EXPECT_EQ(s.active_placements().size(), 1u);
+  s.append_log(id, 0, 0, "h0", "stderr", 10, "ial line\n", false);  // the partial line carried over
+  EXPECT_EQ(texts(s.log_lines(id, -1, 0, 100)), (std::vector<std::string>{"hello", "partial line"}));
+  EXPECT_EQ(s.metrics(id, 0).size(), 1u);
+  EXPECT_EQ(s.results(id)["0"]["ok"], true);
+  // A job submitted after the restart gets a new id, never an old one.
+  EXPECT_EQ(s.create(train_job(), 3000).id, id + 1);
+}
+
+}  // namespace
+}  // namespace verl::launcher

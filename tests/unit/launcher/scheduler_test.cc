@@ -1,0 +1,73 @@
+// Placement of ranks on nodes: GPU slots, CPU slots (n_gpus_per_node per CPU node), distinct
+// nodes, busy slots, rank numbering, and the reason when a job does not fit.
+#include "launcher/scheduler.h"
+
+#include <gtest/gtest.h>
+
+namespace verl::launcher {
+namespace {
+
+NodeSlots cpu(const std::string& name) { return NodeSlots{name, name + ".host", 0, {}, 0}; }
+NodeSlots gpu(const std::string& name, int gpus, std::set<int> busy = {}) {
+  return NodeSlots{name, name + ".host", gpus, std::move(busy), 0};
+}
+
+TEST(Scheduler, TwoCpuNodesTakeOneRankEach) {
+  std::string why;
+  auto r = place({2, 1}, {cpu("node-0"), cpu("node-1")}, &why);
+  ASSERT_TRUE(r) << why;
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].node, "node-0");
+  EXPECT_EQ((*r)[0].rank, 0);
+  EXPECT_EQ((*r)[1].node, "node-1");
+  EXPECT_EQ((*r)[1].rank, 1);
+  EXPECT_EQ((*r)[1].local_rank, 0);
+  EXPECT_EQ((*r)[1].device, "cpu");
+}
+
+TEST(Scheduler, ACpuNodeOffersTheJobsRanksPerNode) {
+  auto r = place({1, 3}, {cpu("node-0")}, nullptr);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[2].local_rank, 2);
+  EXPECT_EQ((*r)[2].node, "node-0");
+}
+
+TEST(Scheduler, RanksAreNumberedNodeByNode) {
+  auto r = place({2, 2}, {gpu("a", 2), gpu("b", 2)}, nullptr);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->size(), 4u);
+  EXPECT_EQ((*r)[2].node, "b");
+  EXPECT_EQ((*r)[2].rank, 2);
+  EXPECT_EQ((*r)[2].local_rank, 0);
+  EXPECT_EQ((*r)[3].device, "cuda:1");
+}
+
+TEST(Scheduler, BusyGpusAreSkippedAndTheLowestFreeOnesTaken) {
+  auto r = place({1, 2}, {gpu("a", 4, {0, 2})}, nullptr);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0].device, "cuda:1");
+  EXPECT_EQ((*r)[1].device, "cuda:3");
+  EXPECT_FALSE(place({1, 3}, {gpu("a", 4, {0, 2})}, nullptr));
+}
+
+TEST(Scheduler, NodesMustBeDistinctAndFree) {
+  std::string why;
+  EXPECT_FALSE(place({2, 1}, {cpu("node-0")}, &why));
+  EXPECT_EQ(why, "needs 2 nodes with 1 free slot each; 1 of 1 alive node has them");
+  NodeSlots busy = cpu("node-0");
+  busy.busy_cpu_slots = 1;
+  auto r = place({1, 1}, {busy, cpu("node-1")}, &why);
+  ASSERT_TRUE(r) << why;
+  EXPECT_EQ((*r)[0].node, "node-1") << "a CPU node running another job's ranks has no free slot";
+  EXPECT_FALSE(place({2, 1}, {busy, cpu("node-1")}, &why));
+}
+
+TEST(Scheduler, AGpuNodeWithTooFewGpusIsPassedOver) {
+  auto r = place({1, 4}, {gpu("small", 2), gpu("big", 8)}, nullptr);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0].node, "big");
+}
+
+}  // namespace
+}  // namespace verl::launcher
