@@ -91,10 +91,6 @@ if command -v flock >/dev/null; then
   exec 9>&-
 fi
 
-# A backend that is not in this build.
-"$v" up --name "$name-ssh" backend=ssh 'nodes=[{host: 10.9.9.9}]' >/dev/null 2>"$VERLCTL_HOME/ssh.err"; rc=$?
-check "ssh backend exits 6 naming it" '[ $rc -eq 6 ] && grep -q "ssh backend" "$VERLCTL_HOME/ssh.err"'
-
 # A second cluster on the taken port fails, named, and leaves nothing behind.
 err=$("$v" up --local 1 --name "$name-b" $ports $fast --skip-preflight --timeout 20 2>&1 >/dev/null); rc=$?
 echo "$err" >&2
