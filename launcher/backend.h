@@ -3,9 +3,8 @@
 // launcher does not know which one it has: it asks for the command lines (for --dry-run), starts
 // the daemons, watches whether they still run while it waits for them, and stops them.
 //
-// "local" and "ssh" are in this build; make_backend() answers the others with exit 6 (not
-// compiled in) naming the backend. A Backend is used by one thread (start_agents may use
-// threads of its own inside).
+// make_backend() picks local_backend.cc, ssh_backend.cc or slurm_backend.cc by spec.backend.
+// A Backend is used by one thread (start_agents may use threads of its own inside).
 #pragma once
 
 #include <chrono>

@@ -128,9 +128,10 @@ std::optional<Json> probe_head(const ClusterState& s, const StatePaths& paths, s
 int stop_leftovers(Backend& backend, const std::vector<ProcessRecord>& recorded, const std::string& dir,
                    Progress& progress, int* signalled) {
   int stopped = 0;
-  std::set<pid_t> seen;
+  // pid + start time: a remote agent's pid may equal a local leftover's.
+  std::set<std::pair<pid_t, int64_t>> seen;
   auto stop_one = [&](const ProcessRecord& p) {
-    seen.insert(p.pid);
+    seen.insert({p.pid, p.start_ticks});
     if (backend.ended(p)) return;  // the backend looks where it runs (ssh: on its node)
     const std::string who = p.role == "head" ? "head" : p.node;
     progress(who, "stopping " + backend.describe(p) + " (SIGTERM, then SIGKILL)");
@@ -146,12 +147,12 @@ int stop_leftovers(Backend& backend, const std::vector<ProcessRecord>& recorded,
   for (const auto& p : recorded)
     if (p.role == "head") stop_one(p);
   for (pid_t pid : find_cluster_processes(dir)) {
-    if (seen.count(pid)) continue;
     ProcessRecord p;
     p.role = "process";
     p.node = "unrecorded process";
     p.pid = pid;
     p.start_ticks = process_start_ticks(pid).value_or(0);
+    if (seen.count({p.pid, p.start_ticks})) continue;
     stop_one(p);
   }
   return stopped;
@@ -234,7 +235,10 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
       progress("cluster " + name, "recorded as " + old->status + " but its head does not answer (" + why +
                                       "); cleaning up what is left of it");
     }
-    stop_leftovers(*backend, old->processes, plan.state_dir, progress, nullptr);
+    // down records "down" only once every process has ended: nothing of those to check again
+    // (over SSH that would be one connection per node, one node after another).
+    stop_leftovers(*backend, old->status == "down" ? std::vector<ProcessRecord>{} : old->processes, plan.state_dir,
+                   progress, nullptr);
   } else {
     stop_leftovers(*backend, {}, plan.state_dir, progress, nullptr);
   }
@@ -303,7 +307,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
       if (!host.empty()) r = client->try_request("GET", "/api/cluster", nullptr, &error);
       if (r && r->status == 200) {
         const int64_t pid = r->body.is_object() ? r->body.at("head").value("pid", int64_t{0}) : 0;
-        if (pid != 0 && pid != head.pid && backend->name() == "local")
+        if (pid != 0 && head.pid != 0 && pid != head.pid)
           throw Error(ExitCode::kFailure,
                       "another head (pid " + std::to_string(pid) + ") answers at " + address.url(),
                       "pick another port with head.dashboard_port=PORT");

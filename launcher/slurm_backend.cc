@@ -169,7 +169,7 @@ Error sbatch_refused(const process::Result& r, const Json& slurm, const std::str
 class SlurmBackend : public Backend {
  public:
   SlurmBackend(Json spec, std::string dir, std::string exe)
-      : spec_(std::move(spec)), paths_(dir), exe_(exe), local_(make_local_backend(spec_, dir, exe)) {
+      : spec_(std::move(spec)), paths_(dir), local_(make_local_backend(spec_, dir, exe)) {
     try {
       const Json j = Json::parse(files::read_file(job_file()));
       job_id_ = j.value("job_id", "");
@@ -243,14 +243,8 @@ class SlurmBackend : public Backend {
     return p;
   }
 
-  void start_agents(const std::vector<LaunchSpec>& specs, const std::function<void(const ProcessRecord&)>& started,
-                    const ProgressFn& progress) override {
-    (void)progress;
-    for (const auto& s : specs) started(agent_record(s));
-  }
-
   std::optional<std::string> ended(const ProcessRecord& p) override {
-    (void)p;
+    if (p.role == "process") return local_->ended(p);  // a leftover found on this machine
     if (job_id_.empty()) return std::string("was never submitted");
     const JobView& v = view(false);
     if (!v.ended) return std::nullopt;
@@ -261,6 +255,7 @@ class SlurmBackend : public Backend {
   }
 
   bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) override {
+    if (p.role == "process") return local_->stop(p, grace);
     if (p.role != "head" || job_id_.empty()) return true;  // agents end with the job
     try {
       release(grace);
@@ -424,7 +419,6 @@ class SlurmBackend : public Backend {
 
   Json spec_;
   StatePaths paths_;
-  std::string exe_;
   std::unique_ptr<Backend> local_;  // gives the head's and agents' argv, the same as local's
   std::string job_id_;
   std::optional<JobView> view_;

@@ -14,6 +14,7 @@
 // reports in `remote` is exactly what start() runs.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -119,7 +120,9 @@ std::vector<Node> nodes_of(const Json& spec) {
     t.host_keys = ssh.value("strict_host_keys", true) ? SshTarget::HostKeys::kStrict : SshTarget::HostKeys::kAcceptNew;
     t.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(ssh.value("connect_timeout_s", 10.0) * 1000));
     t.command_timeout = std::chrono::milliseconds(static_cast<int64_t>(ssh.value("command_timeout_s", 60.0) * 1000));
-    t.keepalive = std::chrono::seconds(static_cast<int64_t>(ssh.value("keepalive_s", 15.0)));
+    // Whole seconds (what TCP keepalive takes); any positive value keeps them on.
+    const double keepalive = ssh.value("keepalive_s", 15.0);
+    t.keepalive = std::chrono::seconds(keepalive > 0 ? std::max<int64_t>(1, std::llround(keepalive)) : 0);
     node.dir = root / cluster / "nodes" / node.name;
     out.push_back(std::move(node));
   }
@@ -238,7 +241,17 @@ class SshBackend : public Backend {
     const std::string cmd = std::string(kTicksFn) + "; if [ \"$(t " + std::to_string(p.pid) + ")\" = " +
                             std::to_string(p.start_ticks) + " ]; then echo running; else echo gone; tail -n 3 " +
                             (n.dir / "agent.log").shell() + " 2>/dev/null; fi";
-    const ExecResult r = run(i, cmd, "checking the agent (pid " + std::to_string(p.pid) + ")");
+    ExecResult r;
+    try {
+      r = run(i, cmd, "checking the agent (pid " + std::to_string(p.pid) + ")");
+    } catch (const Error& e) {
+      if (e.code() != ExitCode::kUnreachable && e.code() != ExitCode::kTimedOut) throw;
+      // A node that cannot be reached must not block down or the next up forever: an agent
+      // that cannot reach its head leaves by itself.
+      checked_.erase(key);
+      return std::string("could not be checked (") + e.what() +
+             "); an agent that cannot reach its head exits by itself within head.agent_exit_after_s";
+    }
     if (first_line(r.out) == "running") {
       checked_[key] = Clock::now();
       return std::nullopt;
