@@ -5,8 +5,9 @@
 //                          on common/ alone. Without --head the head, if one runs, is this
 //                          machine: tcp and clock run against in-process servers on 127.0.0.1.
 //   --local --head HOST    what each node runs inside a cluster probe job: tcp, clock and ports
-//                          against the head's probe servers (--probe-ports) and ports; nccl_inter
-//                          joins the job's ranks when RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT say so.
+//                          against the head's probe servers (--probe-ports) and ports. nccl_inter
+//                          runs only as ranks that RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT name,
+//                          which the cluster probe job does not set yet: it is skipped there.
 //   (neither)              every node of the running cluster, through the head (cli/cluster_probe.h).
 #include <cstdlib>
 #include <filesystem>

@@ -361,7 +361,8 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   // One heartbeat: the task reports go up, the orders come back. false: no 2xx answer.
   auto heartbeat = [&](bool* shutdown) {
     Json body = {{"tasks", runner.reports()}, {"work_dir", o.work_dir}};
-    if (o.sample_gpus) body["gpus"] = to_json(sample_gpus());
+    // nvidia-smi is a process per call: only where the node has GPUs.
+    if (o.sample_gpus && o.resources.gpus > 0) body["gpus"] = to_json(sample_gpus());
     std::string error;
     auto r = client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/heartbeat", &body, &error);
     if (r && r->status == 401) rejected(o);

@@ -43,7 +43,10 @@ void Head::install_page_routes(httplib::Server& http) {
     for (const auto& job : jobs_.jobs()) {
       Json s = controller_->summary(job);
       Json latest = Json::object();
-      for (const auto& row : jobs_.latest_metrics(job.id, kLatestRowsForScrape))
+      // An ended job's last row is final (its last step validates); looking back is only for
+      // jobs still writing, so a scrape costs what runs, not the whole job history.
+      const bool live = !is_terminal(job.state);
+      for (const auto& row : jobs_.latest_metrics(job.id, live ? kLatestRowsForScrape : 1))
         for (const auto& [key, value] : row.items())
           if (value.is_number()) latest[key] = value;
       s["latest_metrics"] = latest;

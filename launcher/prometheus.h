@@ -1,8 +1,9 @@
 // GET /metrics: the head's state in the Prometheus text exposition format (version 0.0.4), so
 // that a Prometheus server (or anything that scrapes it) can chart and alert on jobs and nodes.
 //
-// A pure function of the same JSON the API answers (docs/API.md shapes), so that what a scrape
-// says and what `verlctl status -o json` says cannot disagree:
+// A pure function of the same JSON the API answers (docs/API.md shapes); for a running job the
+// head passes each metric's newest value over its recent rows (a validation row comes only
+// every test_freq steps), where `status` shows the last row:
 //   cluster: GET /api/cluster ({name, backend, head: {uptime_s}, ...})
 //   nodes:   GET /api/nodes's list; a node's last entry of gpu_samples (or its gpus) gives the
 //            per-GPU utilisation and memory

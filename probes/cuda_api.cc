@@ -26,10 +26,11 @@ void* Library::lookup(const char* symbol) const { return handle_ ? ::dlsym(handl
 
 namespace {
 
-// The names tried, newest first: a CUDA 12 machine has libcudart.so.12, a toolkit install has the
-// unversioned development link.
+// The names tried, newest first: a CUDA 12 machine has libcudart.so.12, CUDA 11 libcudart.so.11.0,
+// a toolkit install the unversioned development link. The libraries are never closed (leaked on
+// purpose): a dlclose from a static destructor at exit can run after CUDA's own teardown.
 Library& cudart_library() {
-  static Library lib({"libcudart.so.13", "libcudart.so.12", "libcudart.so"});
+  static Library& lib = *new Library({"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"});
   return lib;
 }
 
@@ -77,7 +78,7 @@ const CudaRuntime& cudart() {
 const Cublas& cublas() {
   static const Cublas api = [] {
     Cublas a;
-    static Library lib({"libcublas.so.13", "libcublas.so.12", "libcublas.so"});
+    static Library& lib = *new Library({"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"});
     std::string m;
     a.create = lib.get<decltype(a.create)>("cublasCreate_v2", &m);
     a.destroy = lib.get<decltype(a.destroy)>("cublasDestroy_v2", &m);
@@ -92,7 +93,7 @@ const Cublas& cublas() {
 const Nccl& nccl() {
   static const Nccl api = [] {
     Nccl a;
-    static Library lib({"libnccl.so.2", "libnccl.so"});
+    static Library& lib = *new Library({"libnccl.so.2", "libnccl.so"});
     std::string m;
     a.get_version = lib.get<decltype(a.get_version)>("ncclGetVersion", &m);
     a.get_error_string = lib.get<decltype(a.get_error_string)>("ncclGetErrorString", &m);

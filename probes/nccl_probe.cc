@@ -93,6 +93,9 @@ std::vector<uint64_t> parse_size_sweep(const std::string& text) {
   size_t from = 0;
   for (size_t c; (c = text.find(',', from)) != std::string::npos; from = c + 1) out.push_back(parse_bytes(text.substr(from, c - from)));
   out.push_back(parse_bytes(text.substr(from)));
+  // Ascending and once each: the report judges the largest, the last.
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
@@ -516,8 +519,9 @@ Probe nccl_inter_probe() {
                                  "MASTER_PORT; ncclUniqueId from rank 0 over TCP), sizes swept, data checked");
   p.run = [](const Context& ctx) {
     if (!ctx.world || ctx.world->size < 2)
-      return skipped_all("skipped: not launched as ranks of a job (RANK/WORLD_SIZE unset or 1); "
-                         "'verlctl probe' on a running cluster runs it on every node");
+      return skipped_all("skipped: not launched as ranks (RANK/WORLD_SIZE unset or 1); start "
+                         "'verlctl probe --local --only nccl_inter' on every node with RANK, WORLD_SIZE, "
+                         "MASTER_ADDR and MASTER_PORT set (the cluster probe job does not launch it as ranks yet)");
     std::vector<Measurement> skip;
     const int n = cuda_devices_or_skip(ctx, "all_reduce", &skip);
     // Every process joins the rendezvous, a GPU-less one too, so that no rank waits for it; one

@@ -51,6 +51,8 @@ TEST(NcclSizes, DefaultSweepAndParser) {
   EXPECT_EQ(parse_bytes("1GiB"), 1ull << 30);
   EXPECT_EQ(parse_bytes("2mb"), 2u << 20);
   EXPECT_EQ(parse_size_sweep("1M,64M"), (std::vector<uint64_t>{1 << 20, 64 << 20}));
+  // A list is swept (and its largest size judged) in ascending order, each size once.
+  EXPECT_EQ(parse_size_sweep("1G,1M,1M"), (std::vector<uint64_t>{1 << 20, 1ull << 30}));
   EXPECT_EQ(parse_size_sweep("1K:8K"), (std::vector<uint64_t>{1024, 2048, 4096, 8192}));
   for (const char* bad : {"", "x", "1Q", "0", "8:4", "8:1G:1", "1:2:3:4"}) {
     try {
