@@ -151,6 +151,9 @@ std::optional<TaskRef> parse_task_id(const std::string& task) {
 JobStore::JobStore(const std::string& path) {
   try {
     db_ = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    // Writes take the lock up front (IMMEDIATE): a deferred transaction that reads and then
+    // writes while the node registry's connection writes fails at once with "database is locked"
+    // (SQLite cannot wait there without risking a deadlock), which lost log chunks under load.
     db_->setBusyTimeout(5000);
     if (path != ":memory:") {
       db_->exec("PRAGMA journal_mode=WAL");
@@ -200,7 +203,7 @@ JobStore::~JobStore() = default;
 JobRecord JobStore::create(JobRecord job, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("create", [&] {
-    SQLite::Transaction tx(*db_);
+    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     SQLite::Statement q(*db_,
                         "INSERT INTO jobs (kind, config, state, submitted_ms, nnodes, n_gpus_per_node, world_size,"
                         " total_steps) VALUES (?, ?, 'PENDING', ?, ?, ?, ?, ?)");
@@ -261,7 +264,7 @@ std::vector<JobRecord> JobStore::jobs_in(const std::vector<JobState>& states) co
 void JobStore::update(const JobRecord& job, int64_t now_ms, const std::string& detail) {
   std::lock_guard<std::mutex> lock(mu_);
   guarded("update job", [&] {
-    SQLite::Transaction tx(*db_);
+    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     SQLite::Statement old(*db_, "SELECT state, started_ms, ended_ms FROM jobs WHERE id = ?");
     old.bind(1, static_cast<int64_t>(job.id));
     if (!old.executeStep()) return;
@@ -328,7 +331,7 @@ std::vector<JobEvent> JobStore::events(int64_t job) const {
 void JobStore::add_placements(const std::vector<Placement>& placements) {
   std::lock_guard<std::mutex> lock(mu_);
   guarded("place", [&] {
-    SQLite::Transaction tx(*db_);
+    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     for (const auto& p : placements) {
       SQLite::Statement q(*db_,
                           "INSERT OR REPLACE INTO placements (job, attempt, rank, node, host, local_rank, device, state)"
@@ -415,7 +418,7 @@ int JobStore::append_log(int64_t job, int attempt, int rank, const std::string& 
                          int64_t offset, const std::string& data, bool eof) {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("append log", [&] {
-    SQLite::Transaction tx(*db_);
+    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     int64_t end = 0;
     std::string partial;
     {
@@ -473,7 +476,7 @@ int JobStore::append_log(int64_t job, int attempt, int rank, const std::string& 
 void JobStore::flush_partials(int64_t job) {
   std::lock_guard<std::mutex> lock(mu_);
   guarded("flush logs", [&] {
-    SQLite::Transaction tx(*db_);
+    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     {
       SQLite::Statement q(*db_,
                           "SELECT rank, stream, host, partial FROM log_streams WHERE job = ? AND length(partial) > 0"
@@ -530,7 +533,7 @@ void JobStore::put_metrics(int64_t job, const Json& rows, int64_t now_ms) {
   if (!rows.is_array()) return;
   std::lock_guard<std::mutex> lock(mu_);
   guarded("put metrics", [&] {
-    SQLite::Transaction tx(*db_);
+    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     for (const auto& r : rows) {
       if (!r.is_object() || !r.contains("step") || !r["step"].is_number_integer()) continue;
       SQLite::Statement q(*db_, "INSERT OR REPLACE INTO job_metrics (job, step, row, received_ms) VALUES (?, ?, ?, ?)");

@@ -157,7 +157,7 @@ std::vector<NodeRecord> NodeRegistry::mark_lost(int64_t now_ms, int64_t timeout_
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("mark lost", [&] {
     std::vector<NodeRecord> lost;
-    SQLite::Transaction tx(*db_);
+    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     {
       SQLite::Statement q(*db_, std::string("SELECT ") + kColumns +
                                     " FROM nodes WHERE state = 'alive' AND last_heartbeat_ms < ? ORDER BY id");
