@@ -26,6 +26,49 @@ std::vector<std::string> spec_overrides_for_nodes(const Json& spec, int dashboar
   return out;
 }
 
+std::vector<probes::Row> probe_job_rows(const Json& job) {
+  const std::string job_id = job.value("id", std::string());
+  std::vector<probes::Row> rows;
+  const Json results = job.value("results", Json::object());
+  for (const auto& p : job.value("placement", Json::array())) {
+    const std::string rank = std::to_string(p.value("rank", -1));
+    const std::string node = p.value("node", std::string("?"));
+    if (!results.contains(rank)) {
+      probes::Row r;
+      r.node = node;
+      r.probe = "report";
+      r.status = probes::Status::kFail;
+      r.detail = "no report from " + node + " (" + p.value("host", std::string("?")) + ", rank " + rank +
+                 "): 'verlctl logs " + job_id + " --rank " + rank + "' shows why";
+      rows.push_back(r);
+      continue;
+    }
+    try {
+      for (auto& r : probes::rows_from_json(results.at(rank))) {
+        r.node = node;  // the cluster's name for it: two agents on one machine share a hostname
+        rows.push_back(std::move(r));
+      }
+    } catch (const Error& e) {
+      probes::Row r;
+      r.node = node;
+      r.probe = "report";
+      r.status = probes::Status::kFail;
+      r.detail = e.what();
+      rows.push_back(r);
+    }
+  }
+  if (rows.empty()) {
+    probes::Row r;
+    r.node = "*";
+    r.probe = "report";
+    r.status = probes::Status::kFail;
+    r.detail = job_id + " " + job.value("state", std::string()) + " without placing a task: no alive node";
+    rows.push_back(r);
+  }
+  for (auto& r : probes::compare_versions(rows)) rows.push_back(std::move(r));
+  return rows;
+}
+
 ClusterProbeReport run_cluster_probe(launcher::HeadClient& client, const std::string& head_host, const Json& spec,
                                      const std::vector<std::string>& node_args, std::ostream& progress,
                                      const std::atomic<bool>* interrupted) {
@@ -61,43 +104,7 @@ ClusterProbeReport run_cluster_probe(launcher::HeadClient& client, const std::st
   const Json job = follow_logs(client, rep.job, logs, fo);
   rep.state = job.value("state", std::string());
 
-  const Json results = job.value("results", Json::object());
-  for (const auto& p : job.value("placement", Json::array())) {
-    const std::string rank = std::to_string(p.value("rank", -1));
-    const std::string node = p.value("node", std::string("?"));
-    if (!results.contains(rank)) {
-      probes::Row r;
-      r.node = node;
-      r.probe = "report";
-      r.status = probes::Status::kFail;
-      r.detail = "no report from " + node + " (" + p.value("host", std::string("?")) + ", rank " + rank +
-                 "): 'verlctl logs " + rep.job + " --rank " + rank + "' shows why";
-      rep.rows.push_back(r);
-      continue;
-    }
-    try {
-      for (auto& r : probes::rows_from_json(results.at(rank))) {
-        r.node = node;  // the cluster's name for it: two agents on one machine share a hostname
-        rep.rows.push_back(std::move(r));
-      }
-    } catch (const Error& e) {
-      probes::Row r;
-      r.node = node;
-      r.probe = "report";
-      r.status = probes::Status::kFail;
-      r.detail = e.what();
-      rep.rows.push_back(r);
-    }
-  }
-  if (rep.rows.empty()) {
-    probes::Row r;
-    r.node = "*";
-    r.probe = "report";
-    r.status = probes::Status::kFail;
-    r.detail = rep.job + " " + rep.state + " without placing a task: no alive node";
-    rep.rows.push_back(r);
-  }
-  for (auto& r : probes::compare_versions(rep.rows)) rep.rows.push_back(std::move(r));
+  rep.rows = probe_job_rows(job);
   return rep;
 }
 

@@ -35,6 +35,10 @@ struct ClusterProbeReport {
 std::vector<std::string> spec_overrides_for_nodes(const nlohmann::ordered_json& spec, int dashboard_port,
                                                   int store_port);
 
+// A probe job's rows (GET /api/jobs/<id>): each node's report with the node column set to the
+// node's name, a fail row for a node that sent none, then the cross-node version comparison.
+std::vector<probes::Row> probe_job_rows(const nlohmann::ordered_json& job);
+
 // Submits the probe job, waits for its end (progress on `progress`), merges the reports.
 // node_args are added to every node's `verlctl probe --local` (e.g. --tcp-mib 64, --only ...).
 // Throws verl::Error: unreachable when the head cannot be reached, failure when it refuses the

@@ -1,17 +1,21 @@
 // `verlctl status`: the cluster as its head sees it: every node with its resources and health
-// (alive, lost, left; the age of its last heartbeat). Exit 4 when the head does not answer.
+// (alive, lost, left; the age of its last heartbeat) and the latest probe run (up's preflight or
+// `verlctl probe`): per node how many rows passed, warned, failed, and every row that did not
+// pass. Exit 4 when the head does not answer.
 // `verlctl status JOB`: one job: state, step/total, ETA, placement, the score's trend, the
 // latest metrics, its events and failure.
 #include <cstdio>
-#include <ctime>
+#include <map>
 
 #include "cli/app.h"
+#include "cli/cluster_probe.h"
 #include "cli/head_target.h"
 #include "cli/job_view.h"
 #include "cli/output.h"
 #include "common/error.h"
 #include "launcher/cluster.h"
 #include "launcher/resources.h"
+#include "probes/harness.h"
 
 namespace verl::cli {
 namespace {
@@ -24,13 +28,20 @@ std::string seconds(double s) {
   return buf;
 }
 
-std::string clock_time(int64_t ms) {
-  const std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
-  return buf;
+// The latest probe job the head keeps, as {job, state, ended_ms, rows}; null when it has none.
+Json latest_probes(const HeadTarget& target) {
+  auto client = connect(target);
+  std::string latest;
+  for (const auto& j : client->get("/api/jobs").value("jobs", Json::array()))
+    if (j.value("kind", std::string()) == "probe" && j.value("state", std::string()) != "PENDING" &&
+        j.value("state", std::string()) != "RUNNING")
+      latest = j.value("id", std::string());  // listed oldest first
+  if (latest.empty()) return nullptr;
+  const Json job = client->get("/api/jobs/" + latest);
+  Json out = {{"job", latest}, {"state", job.value("state", std::string())}};
+  if (job.contains("ended_ms")) out["ended_ms"] = job["ended_ms"];
+  out["rows"] = probes::to_json(probe_job_rows(job))["rows"];
+  return out;
 }
 
 }  // namespace
@@ -55,9 +66,11 @@ void register_status(CLI::App& app, Context& ctx) {
       throw Error(ExitCode::kUsage, "cluster status reads the cluster's state directory; --address is for a job",
                   "'verlctl status --name NAME', or 'verlctl status JOB --address HOST:PORT'");
     const auto r = launcher::query_status(*name);
+    const Json probe_run = latest_probes(find_head(*target));
     if (ctx.output == OutputFormat::kJson) {
       Json j = {{"cluster", r.cluster}, {"nodes", r.nodes}};
       if (!r.allocation.empty()) j["allocation"] = r.allocation;
+      j["probes"] = probe_run;
       print_json(*ctx.out, j);
       return;
     }
@@ -86,6 +99,30 @@ void register_status(CLI::App& app, Context& ctx) {
       if (std::find(seen.begin(), seen.end(), e) == seen.end())
         rows.push_back({e, "missing", "-", "-", "-", "-", "-", "-", "-", "never registered"});
     print_table(*ctx.out, {"NODE", "STATE", "HOST", "PID", "CPUS", "MEMORY", "GPUS", "IB", "HEARTBEAT", "NOTE"}, rows);
+    if (probe_run.is_null()) {
+      *ctx.out << "\nprobes: none run yet ('verlctl probe --name " << *name << "' runs them on every node)\n";
+      return;
+    }
+    *ctx.out << "\nprobes: " << probe_run.value("job", "") << " " << probe_run.value("state", "");
+    if (probe_run.contains("ended_ms")) *ctx.out << " at " << clock_time(probe_run["ended_ms"].get<int64_t>());
+    *ctx.out << "\n";
+    std::map<std::string, std::map<std::string, int>> per_node;  // node -> status -> rows
+    std::vector<std::vector<std::string>> bad;
+    for (const auto& row : probe_run.at("rows")) {
+      const std::string node = row.value("node", "?"), st = row.value("status", "?");
+      ++per_node[node][st];
+      if (st == "warn" || st == "fail")
+        bad.push_back({node, row.value("probe", "") + " " + row.value("metric", ""), st, row.value("detail", "")});
+    }
+    std::vector<std::vector<std::string>> per_node_rows;
+    for (auto& [node, by] : per_node)
+      per_node_rows.push_back({node, std::to_string(by["pass"]), std::to_string(by["warn"]), std::to_string(by["fail"]),
+                        std::to_string(by["skipped"])});
+    print_table(*ctx.out, {"NODE", "PASS", "WARN", "FAIL", "SKIPPED"}, per_node_rows);
+    if (!bad.empty()) {
+      *ctx.out << "\n";
+      print_table(*ctx.out, {"NODE", "PROBE", "STATUS", "DETAIL"}, bad);
+    }
   });
 }
 

@@ -2,9 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <thread>
 
+#include "cli/output.h"
 #include "common/error.h"
 
 namespace verl::cli {
@@ -12,15 +12,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
-
-std::string clock_time(int64_t ms) {
-  const std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
-  return buf;
-}
 
 std::string number(const Json& v) {
   if (!v.is_number()) return v.dump();

@@ -1,6 +1,7 @@
 #include "cli/output.h"
 
 #include <algorithm>
+#include <ctime>
 
 namespace verl::cli {
 
@@ -24,5 +25,14 @@ void print_table(std::ostream& out, const std::vector<std::string>& header,
 }
 
 void print_json(std::ostream& out, const nlohmann::ordered_json& value) { out << value.dump(2) << "\n"; }
+
+std::string clock_time(int64_t epoch_ms) {
+  const std::time_t t = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return buf;
+}
 
 }  // namespace verl::cli

@@ -232,7 +232,7 @@ class Runner {
     }
     const std::string metrics = order.value("metrics_file", std::string());
     // Shipped from the start: rows of an earlier attempt come again and replace themselves (by step).
-    if (!metrics.empty()) t.metrics_path = t.dir + "/" + metrics;
+    if (!metrics.empty()) t.metrics_path = metrics[0] == '/' ? metrics : t.dir + "/" + metrics;
     std::vector<std::string> argv = order.value("argv", std::vector<std::string>{});
     if (argv.empty() || argv[0] != "verlctl") throw Error(ExitCode::kFailure, "the order's argv must start with verlctl");
     argv[0] = o_.exe.empty() ? process::self_exe() : o_.exe;

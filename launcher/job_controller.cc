@@ -42,6 +42,14 @@ Json issues_json(const std::vector<config::Issue>& issues) {
   return arr;
 }
 
+// Where rank 0 writes its metrics, as the trainer decides it (trainer.metrics_file, else
+// <trainer.default_local_dir>/metrics.jsonl): relative to the job's directory or absolute.
+std::string metrics_path(const Json& config) {
+  const Json* file = config::find(config, "trainer.metrics_file");
+  if (file && file->is_string() && !file->get<std::string>().empty()) return file->get<std::string>();
+  return config::find(config, "trainer.default_local_dir")->get<std::string>() + "/metrics.jsonl";
+}
+
 }  // namespace
 
 std::string describe_exit(const Placement& p) {
@@ -83,9 +91,7 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
     job.n_gpus_per_node = 1;
     job.world_size = 0;
   } else {
-    std::vector<std::string> overrides = body.value("overrides", std::vector<std::string>{});
-    // The agent tails rank 0's metrics: they go to a known file in the job's directory.
-    overrides.push_back("trainer.metrics_file=metrics.jsonl");
+    const std::vector<std::string> overrides = body.value("overrides", std::vector<std::string>{});
     auto doc = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()),
                                     body.value("file", std::string()), overrides);
     if (!doc.ok()) {
@@ -96,6 +102,8 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
       error->issues = doc.issues;
       return std::nullopt;
     }
+    // The head's metrics are the rows rank 0 writes to its metrics file, so the file logger is
+    // always on; where the file goes stays the job's own choice (metrics_path()).
     Json& logger = doc.value["trainer"]["logger"];
     if (std::find(logger.begin(), logger.end(), Json("file")) == logger.end()) logger.push_back("file");
     job.config = doc.value;
@@ -164,7 +172,7 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
                      "--world-size", std::to_string(job.world_size), "--local-rank", std::to_string(p.local_rank),
                      "--master-addr", addr, "--master-port", std::to_string(port)};
     order["files"] = {{"job.yaml", config::to_yaml(job.config)}};
-    order["metrics_file"] = p.rank == 0 ? "metrics.jsonl" : "";
+    order["metrics_file"] = p.rank == 0 ? metrics_path(job.config) : "";
   } else {
     env.push_back("VERLCTL_JOB=" + job.name());
     Json argv = Json::array({"verlctl"});

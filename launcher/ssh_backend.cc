@@ -4,7 +4,8 @@
 //   connecting  SSH connect, host key check, authentication
 //   syncing     one command makes <remote_dir>/<cluster>/nodes/<node>/ (0700) and reports the
 //               node's verlctl; SFTP then writes the token (0600), the spec, and verlctl itself
-//               when ssh.copy_binary asks for it (auto: the node's differs in version or size)
+//               and the trainer module beside it when ssh.copy_binary asks for it (auto: the
+//               node's differs in version or size)
 //   starting    one command starts the agent detached (setsid nohup, stdin /dev/null, output
 //               appended to agent.log in the node's directory) and prints its pid and its
 //               /proc start time, so that a later stop never signals a reused pid
@@ -27,6 +28,7 @@
 #include "common/process.h"
 #include "launcher/backend.h"
 #include "launcher/ssh_session.h"
+#include "verl/build_info.h"
 
 namespace verl::launcher {
 namespace {
@@ -173,9 +175,13 @@ class SshBackend : public Backend {
     s.remote.push_back(prepare_command(n));
     s.remote.push_back("# sftp: " + paths_.token() + " -> " + (n.dir / "token").display() + " (0600, atomic)");
     s.remote.push_back("# sftp: " + paths_.spec() + " -> " + (n.dir / "cluster.json").display() + " (0600, atomic)");
-    if (copy_ != CopyBinary::kNever)
+    if (copy_ != CopyBinary::kNever) {
       s.remote.push_back("# sftp: " + exe_ + " -> " + exe_display() + " (0755, atomic)" +
                          (copy_ == CopyBinary::kAuto ? " when the node's differs in version or size" : ""));
+      if (const std::string mod = local_module(); !mod.empty())
+        s.remote.push_back("# sftp: " + mod + " -> " + module().display() + " (0755, atomic)" +
+                           (copy_ == CopyBinary::kAuto ? " when the node's differs in size or verlctl was copied" : ""));
+    }
     s.remote.push_back("cd " + n.dir.shell() + " || exit 1; setsid nohup" + (env.empty() ? "" : " env" + env) + " " + cmd +
                        " </dev/null >>agent.log 2>&1 & pid=$!; " + kTicksFn +
                        "; printf 'pid=%s\\nticks=%s\\n' \"$pid\" \"$(t \"$pid\")\"");
@@ -326,7 +332,25 @@ class SshBackend : public Backend {
     if (copy_ != CopyBinary::kNever) dirs += " " + (root_ / "bin").shell();
     return "umask 077 && mkdir -p " + dirs + " && printf 'home=%s\\n' \"$HOME\" && if command -v " + e +
            " >/dev/null 2>&1; then printf 'version=%s\\nsize=%s\\n' \"$(" + e + " --version 2>/dev/null | head -n 1)\" \"$(wc -c < \"$(command -v " +
-           e + ")\")\"; fi";
+           e + ")\")\"; fi" +
+           (copy_ == CopyBinary::kNever ? std::string()
+                                        : "; if [ -f " + module().shell() + " ]; then printf 'module_size=%s\\n' \"$(wc -c < " +
+                                              module().shell() + ")\"; fi");
+  }
+
+  // The trainer module travels with verlctl: `verlctl train` on a node looks for it beside the
+  // binary first (cli/trainer_loader.h).
+  RemotePath module() const { return root_ / "bin" / VERL_TRAINER_MODULE_NAME; }
+
+  // This machine's trainer module: beside verlctl, or in the install layout; empty when this
+  // build has none (a build without libtorch: its nodes can run everything but trainer ranks).
+  std::string local_module() const {
+    const fs::path dir = fs::path(exe_).parent_path();
+    for (const fs::path& p : {dir / VERL_TRAINER_MODULE_NAME, dir.parent_path() / VERL_INSTALL_MODULE_DIR / VERL_TRAINER_MODULE_NAME}) {
+      std::error_code ec;
+      if (fs::is_regular_file(p, ec)) return p.string();
+    }
+    return {};
   }
 
   // This machine's verlctl: its --version line and size, what auto compares with.
@@ -413,6 +437,14 @@ class SshBackend : public Backend {
           s.upload_file(exe_, bin().resolve(home), 0755);
           std::error_code ec;
           binary = "copied verlctl (" + mib(fs::file_size(exe_, ec)) + ")";
+        }
+        const std::string mod = local_module();
+        std::error_code ec;
+        if (!mod.empty() && (copy_ == CopyBinary::kAlways || !same ||
+                             trim(f["module_size"]) != std::to_string(fs::file_size(mod, ec)))) {
+          s.upload_file(mod, module().resolve(home), 0755);
+          binary += std::string(binary == "verlctl up to date" ? "; " : ", ") + "copied the trainer module (" +
+                    mib(fs::file_size(mod, ec)) + ")";
         }
       }
       s.upload_data(files::read_file(paths_.token()), (n.dir / "token").resolve(home), 0600);

@@ -8,8 +8,7 @@
 # Own VERLCTL_HOME and free ports: runs beside other tests. Every wait polls a condition.
 set -u
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/jobs.sh"
 
 export VERLCTL_HOME=$(mktemp -d)
 name=jobs$$
@@ -38,14 +37,6 @@ tiny="trainer.nnodes=2 trainer.n_gpus_per_node=1 trainer.sft_warmup_steps=2 trai
   critic.ppo_mini_batch_size=8 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16
   critic.ppo_micro_batch_size_per_gpu=16 actor_rollout_ref.rollout.n=4"
 
-job_field() {  # job_field JOB python-expression-over-j
-  "$v" status "$1" --name "$name" -o json 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); print($2)" 2>/dev/null
-}
-wait_for() {  # wait_for SECONDS 'condition'
-  local until=$(( $(date +%s) + $1 ))
-  while [ "$(date +%s)" -lt "$until" ]; do eval "$2" && return 0; sleep 0.2; done
-  eval "$2"
-}
 # The pids of a job's trainer ranks: processes whose cwd is the job's directory.
 rank_pids() {
   local d=$dir/jobs/$1 p
@@ -87,7 +78,7 @@ st=$("$v" status job-1 --name "$name"); rc=$?
 echo "$st" | head -12 >&2
 check "status JOB shows state, steps and the score" '[ $rc -eq 0 ] && grep -q "SUCCEEDED" <<<"$st" && grep -q "step:     3/3" <<<"$st" && grep -q "critic/score/mean" <<<"$st"'
 check "status JOB -o json has the latest metrics of step 3" '[ "$(job_field job-1 "j[\"latest_metrics\"][\"step\"]")" = 3 ]'
-check "the job ran in the agent's job directory" '[ -s "$dir/jobs/job-1/metrics.jsonl" ] && [ -s "$dir/jobs/job-1/logs/rank-1.attempt-0.err" ]'
+check "the job ran in the agent's job directory" '[ -s "$dir/jobs/job-1/checkpoints/verlctl/default/metrics.jsonl" ] && [ -s "$dir/jobs/job-1/logs/rank-1.attempt-0.err" ]'
 
 # 3. A config error: exit 3, the key path named, nothing queued.
 cerr=$("$v" submit --name "$name" trainer.nnodes=0 2>&1 >/dev/null); rc=$?
@@ -154,4 +145,4 @@ check "no rank is left" '[ -z "$(rank_pids $id)" ]'
 
 "$v" down --name "$name" >/dev/null 2>&1
 check "down leaves no trainer rank" '[ -z "$(for j in $dir/jobs/*; do rank_pids ${j##*/}; done)" ]'
-exit $fail
+exit $failed

@@ -68,7 +68,7 @@ TEST(JobController, InvalidConfigIsRefusedWithItsKeyPath) {
 TEST(JobController, PlacesRanksAndOrdersThemWithTheirRendezvous) {
   Cluster c;
   const auto j = c.submit(kTwoRanks);
-  EXPECT_EQ(j.config["trainer"]["metrics_file"], "metrics.jsonl");
+  EXPECT_TRUE(j.config["trainer"]["metrics_file"].is_null()) << "the job's own choice is kept";
   c.beat(c.n0, Json::array(), 150);  // the head learns node-0's address
   c.ctl->tick(200);
   EXPECT_EQ(c.state(j.id), JobState::kRunning);
@@ -82,7 +82,7 @@ TEST(JobController, PlacesRanksAndOrdersThemWithTheirRendezvous) {
   EXPECT_TRUE(has_env(o0[0], "MASTER_ADDR=10.0.0.1"));
   EXPECT_TRUE(has_env(o0[0], "MASTER_PORT=29500"));
   EXPECT_TRUE(has_env(o0[0], "NCCL_DEBUG=WARN")) << "the spec's env reaches every rank";
-  EXPECT_NE(o0[0]["files"]["job.yaml"].get<std::string>().find("metrics_file: metrics.jsonl"), std::string::npos);
+  EXPECT_EQ(o0[0]["metrics_file"], "checkpoints/verlctl/default/metrics.jsonl") << "the trainer's default place";
   const Json o1 = c.beat(c.n1, Json::array(), 300);
   ASSERT_EQ(o1.size(), 1u);
   EXPECT_TRUE(has_env(o1[0], "RANK=1"));
@@ -92,6 +92,24 @@ TEST(JobController, PlacesRanksAndOrdersThemWithTheirRendezvous) {
   const auto d = c.ctl->detail(*c.store.job(j.id), 400);
   EXPECT_EQ(d["placement"][0]["dir"], "/w/node-0/jobs/job-1");
   EXPECT_EQ(d["rendezvous"]["master_port"], 29500);
+}
+
+TEST(JobController, RankZeroShipsTheMetricsFileTheJobNames) {
+  Cluster c;
+  auto ov = kTwoRanks;
+  ov.push_back("trainer.metrics_file=/data/run7/metrics.jsonl");
+  ov.push_back("trainer.logger=[console]");
+  const auto j = c.submit(ov);
+  EXPECT_EQ(j.config["trainer"]["metrics_file"], "/data/run7/metrics.jsonl");
+  EXPECT_EQ(j.config["trainer"]["logger"], Json::array({"console", "file"})) << "the head's metrics need the file";
+  c.beat(c.n0, Json::array(), 150);
+  c.ctl->tick(200);
+  const Json o0 = c.beat(c.n0, Json::array(), 300);
+  const Json o1 = c.beat(c.n1, Json::array(), 300);
+  ASSERT_EQ(o0.size(), 1u);
+  ASSERT_EQ(o1.size(), 1u);
+  EXPECT_EQ(o0[0]["metrics_file"], "/data/run7/metrics.jsonl");
+  EXPECT_EQ(o1[0]["metrics_file"], "") << "only rank 0's metrics are shipped";
 }
 
 TEST(JobController, EveryRankExitingZeroSucceeds) {

@@ -1,0 +1,17 @@
+# Sourced by the job tests: assertions that go on after a failure, polling waits, and fields of
+# a job as `verlctl status JOB -o json` gives them. Expects $v (verlctl) and $name (the cluster).
+#   check WHAT 'condition'       prints ok/FAIL: WHAT; a failure sets failed=1 (exit $failed at the end)
+#   wait_for SECONDS 'condition' polls every 0.2 s until it holds or the time is up
+#   job_field JOB 'expr over j'  prints a python expression over the job's JSON
+failed=0
+check() { if ! eval "$2"; then echo "FAIL: $1" >&2; failed=1; return 1; else echo "ok: $1" >&2; fi; }
+
+wait_for() {
+  local until=$(( $(date +%s) + $1 ))
+  while [ "$(date +%s)" -lt "$until" ]; do eval "$2" && return 0; sleep 0.2; done
+  eval "$2"
+}
+
+job_field() {
+  "$v" status "$1" --name "$name" -o json 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); print($2)" 2>/dev/null
+}
