@@ -10,12 +10,10 @@ set -u
 v=${VERLCTL:?}
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
-chromium=/usr/bin/chromium
-[ -x "$chromium" ] || { echo "FAIL: $chromium is missing (scripts/setup installs it)" >&2; exit 1; }
-
 export VERLCTL_HOME=$(mktemp -d)
 name=dash$$
 work=$(mktemp -d)
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/dashboard.sh"
 cleanup() {
   "$v" down --name "$name" --timeout 0 >/dev/null 2>&1
   rm -rf "$VERLCTL_HOME" "$work"
@@ -44,21 +42,9 @@ check "the job succeeds (submit exits 0)" '[ $rc -eq 0 ]' || tail -20 "$work/job
 id=$("$v" jobs --name "$name" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["id"])')
 check "the job has an id" '[ -n "$id" ]'
 
-# Chromium renders the page; --virtual-time-budget lets its fetches and a few refreshes run.
-dump() {  # URL OUT
-  timeout 90 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-    --disable-background-networking --disable-component-update --disable-sync --disable-dev-shm-usage \
-    --user-data-dir="$(mktemp -d -p "$work")" --virtual-time-budget=8000 --dump-dom "$1" >"$2" 2>"$2.err"
-}
-# The page's own record of what it rendered (#verl-state, JSON).
-page_state() { python3 -c '
-import html, re, sys
-m = re.search(r"<pre id=\"verl-state\"[^>]*>(.*?)</pre>", open(sys.argv[1]).read(), re.S)
-print(html.unescape(m.group(1)) if m else "{}")' "$1"; }
-
-dump "$base/dashboard?token=$token&refresh_ms=1000" "$work/page.html"; rc=$?
+dashboard_dump "$base/dashboard?token=$token&refresh_ms=1000" "$work/page.html"; rc=$?
 check "chromium rendered the page" '[ $rc -eq 0 ] && [ -s "$work/page.html" ]' || tail -5 "$work/page.html.err" >&2
-page_state "$work/page.html" >"$work/state.json"
+dashboard_state "$work/page.html" >"$work/state.json"
 cat "$work/state.json" >&2; echo >&2
 py() { python3 -c "import json,sys; s=json.load(open('$work/state.json')); $1"; }
 check "page loaded without error" 'py "assert s[\"ok\"] is True and s[\"error\"] is None, s"'
@@ -93,8 +79,8 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "$base/dashboard?token=wrong$token
 check "dashboard with a wrong token: 401" '[ "$code" = 401 ]'
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "$base/dashboard")
 check "dashboard with the header: 200" '[ "$code" = 200 ]'
-dump "$base/dashboard" "$work/noauth.html"
-page_state "$work/noauth.html" >"$work/state.json"
+dashboard_dump "$base/dashboard" "$work/noauth.html"
+dashboard_state "$work/noauth.html" >"$work/state.json"
 check "no-token page: error kind token" 'py "assert s[\"ok\"] is False and s[\"error_kind\"]==\"token\", s"'
 check "no-token page: banner names 401 and the token file" 'grep -q "<div id=\"banner\" class=\"banner\" role=\"alert\" data-kind=\"token\">401: this address carries no token" "$work/noauth.html" && grep -q "/token" "$work/noauth.html"'
 check "no-token page shows no node" '! grep -q "data-node=" "$work/noauth.html"'
@@ -145,8 +131,8 @@ check "metrics: valid exposition, values match the job" '[ $rc -eq 0 ]'
 # (its API calls now fail at the network level) says so in its banner.
 curl -s -H "Authorization: Bearer $token" "$base/dashboard" >"$work/saved.html"
 "$v" down --name "$name" --timeout 10 >/dev/null 2>&1
-dump "file://$work/saved.html?token=$token" "$work/down.html"
-page_state "$work/down.html" >"$work/state.json"
+dashboard_dump "file://$work/saved.html?token=$token" "$work/down.html"
+dashboard_state "$work/down.html" >"$work/state.json"
 check "head gone: error kind unreachable" 'py "assert s[\"ok\"] is False and s[\"error_kind\"]==\"unreachable\", s"'
 check "head gone: banner says it does not answer" 'grep -q "data-kind=\"unreachable\">the head at .* does not answer" "$work/down.html"'
 

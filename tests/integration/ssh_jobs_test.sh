@@ -7,10 +7,12 @@
 # three ranks stopped on their hosts; stop -> STOPPED with no rank left anywhere; the head killed
 # -9 and restarted -> every job and its logs kept and the running job taken back; max_restarts=1
 # with checkpoints on a directory every host shares -> restarted, resumed, SUCCEEDED; down leaves
-# no process. Every wait polls a condition.
+# no process. Also: the dashboard in Chromium and GET /metrics show the four nodes and the jobs;
+# cluster status shows the latest probe run per node. Every wait polls a condition.
 set -u
 source "$VERL_SOURCE_DIR/tests/integration/lib/ssh_hosts.sh"
 source "$VERL_SOURCE_DIR/tests/integration/lib/jobs.sh"
+source "$VERL_SOURCE_DIR/tests/integration/lib/dashboard.sh"
 v=$VERLCTL
 name=sshj
 ssh_hosts_start verl_ssh_jobs 4
@@ -120,7 +122,22 @@ check "$id restarted once and SUCCEEDED" '[ "$(job_field $id "j[\"state\"]")" = 
 node0=$(job_field $id "[p[\"node\"] for p in j[\"placement\"] if p[\"rank\"]==0][0]")
 check "attempt 2's rank 0 (on $node0) resumed from the shared checkpoint" 'grep -q "resumed from $shared/global_step_" "$work/remote/$name/nodes/$node0/jobs/$id/logs/rank-0.attempt-1.err"'
 
-# 7. Cluster status names the probe results once there are some; a failed row is shown with
+# 7. The dashboard (Chromium) and GET /metrics see the four nodes and every job's state.
+token=$(cat "$VERLCTL_HOME/$name/token")
+dashboard_dump "http://127.0.0.1:$dash/dashboard?token=$token" "$work/page.html"
+dashboard_state "$work/page.html" >"$work/state.json"
+check "the dashboard shows the four nodes alive" 'python3 -c "import json; s=json.load(open(\"$work/state.json\")); n=s[\"nodes\"]; assert s[\"ok\"] and sorted(x[\"name\"] for x in n)==\"$hosts\".split() and all(x[\"state\"]==\"alive\" for x in n), s"'
+for h in $hosts; do
+  check "the dashboard has $h's row" 'grep -q "<tr data-node=\"$h\" data-state=\"alive\">" "$work/page.html"'
+done
+check "the dashboard lists job-2 FAILED and job-3 STOPPED" 'grep -q "data-job=\"job-2\" data-state=\"FAILED\"" "$work/page.html" && grep -q "data-job=\"job-3\" data-state=\"STOPPED\"" "$work/page.html"'
+curl -s -H "Authorization: Bearer $token" "http://127.0.0.1:$dash/metrics" >"$work/metrics.txt"
+for h in $hosts; do
+  check "/metrics: $h alive" 'grep -q "^verl_node_state{.*node=\"$h\".*state=\"alive\".*} 1" "$work/metrics.txt"'
+done
+check "/metrics: job-1 SUCCEEDED, job-2 FAILED" 'grep -q "^verl_job_state{.*job=\"job-1\".*state=\"SUCCEEDED\".*} 1" "$work/metrics.txt" && grep -q "^verl_job_state{.*job=\"job-2\".*state=\"FAILED\".*} 1" "$work/metrics.txt"'
+
+# 8. Cluster status names the probe results once there are some; a failed row is shown with
 # its node and detail.
 "$v" probe -f "$spec" --only shm,disk probes.min_free_disk_gib=1000000 >/dev/null 2>&1
 pst=$("$v" status --name $name)
