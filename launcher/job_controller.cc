@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "launcher/container.h"
 #include "launcher/scheduler.h"
 
 namespace verl::launcher {
@@ -22,7 +23,15 @@ int max_restarts(const JobRecord& j) {
   return v && v->is_number_integer() ? v->get<int>() : 0;
 }
 
-// The spec's env as NAME=value entries (null: verlctl sets nothing for it).
+Json issues_json(const std::vector<config::Issue>& issues) {
+  Json arr = Json::array();
+  for (const auto& i : issues)
+    arr.push_back({{"path", i.path}, {"message", i.message}, {"hint", i.hint}, {"location", i.where.str()}});
+  return arr;
+}
+
+}  // namespace
+
 std::vector<std::string> spec_assignments(const Json& env) {
   std::vector<std::string> out;
   if (!env.is_object()) return out;
@@ -34,15 +43,6 @@ std::vector<std::string> spec_assignments(const Json& env) {
   }
   return out;
 }
-
-Json issues_json(const std::vector<config::Issue>& issues) {
-  Json arr = Json::array();
-  for (const auto& i : issues)
-    arr.push_back({{"path", i.path}, {"message", i.message}, {"hint", i.hint}, {"location", i.where.str()}});
-  return arr;
-}
-
-}  // namespace
 
 std::string describe_exit(const Placement& p) {
   if (!p.error.empty()) return p.error;
@@ -173,6 +173,10 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
     order["files"] = Json::object();
   }
   order["env"] = env;
+  if (options_.container.is_object() && options_.container.value("runtime", std::string("none")) != "none") {
+    order["container"] = options_.container;
+    order["container"]["name"] = container_name(options_.cluster_name, p.task_id());
+  }
   return order;
 }
 

@@ -1,6 +1,11 @@
 #include "launcher/container.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "common/error.h"
 
@@ -24,7 +29,7 @@ ContainerConfig config(const std::string& runtime, const std::string& shm = "16g
 
 TEST(Container, DockerWithGpusAndInfiniband) {
   const Argv got = container_argv(config("docker"), {/*gpus=*/true, /*infiniband=*/true, ""}, kEnv, kInner);
-  const Argv want = {"docker", "run", "--rm", "--network", "host", "--shm-size", "16g", "--ulimit", "memlock=-1",
+  const Argv want = {"docker", "run", "--rm", "--init", "--network", "host", "--shm-size", "16g", "--ulimit", "memlock=-1",
                      "--device", "/dev/infiniband", "--gpus", "all",
                      "-v", "/data:/data", "-v", "/home/u:/home/u:ro",
                      "-e", "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "-e", "NCCL_SOCKET_IFNAME==eth0",
@@ -35,17 +40,71 @@ TEST(Container, DockerWithGpusAndInfiniband) {
 
 TEST(Container, DockerWithoutGpusOrInfinibandAndHostIpc) {
   const Argv got = container_argv(config("docker", "host"), {false, false, ""}, {"A=1"}, {"true"});
-  const Argv want = {"docker", "run", "--rm", "--network", "host", "--ipc", "host", "--ulimit", "memlock=-1",
+  const Argv want = {"docker", "run", "--rm", "--init", "--network", "host", "--ipc", "host", "--ulimit", "memlock=-1",
                      "-v", "/data:/data", "-v", "/home/u:/home/u:ro", "-e", "A=1", "verl:latest", "true"};
   EXPECT_EQ(got, want);
 }
 
 TEST(Container, PodmanPassesGpusThroughCdi) {
   const Argv got = container_argv(config("podman", "8g"), {true, true, ""}, {"A=1"}, {"true"});
-  const Argv want = {"podman", "run", "--rm", "--network", "host", "--shm-size", "8g", "--ulimit", "memlock=-1",
+  const Argv want = {"podman", "run", "--rm", "--init", "--network", "host", "--shm-size", "8g", "--ulimit", "memlock=-1",
                      "--device", "/dev/infiniband", "--device", "nvidia.com/gpu=all",
                      "-v", "/data:/data", "-v", "/home/u:/home/u:ro", "-e", "A=1", "verl:latest", "true"};
   EXPECT_EQ(got, want);
+}
+
+TEST(Container, ATaskIsNamedAndRunsInItsMountedDirectory) {
+  const std::string name = container_name("lab", "job-3/0/1");
+  EXPECT_EQ(name, "verlctl-lab-job-3-0-1");
+  const Argv got = container_argv(config("podman", "host"), {false, false, ""}, {"A=1"}, {"/opt/verlctl", "train"},
+                                  {name, "/w/jobs/job-3"});
+  const Argv want = {"podman", "run", "--rm", "--init", "--name", "verlctl-lab-job-3-0-1", "--network", "host",
+                     "--ipc", "host", "--ulimit", "memlock=-1", "-v", "/data:/data", "-v", "/home/u:/home/u:ro",
+                     "-v", "/w/jobs/job-3:/w/jobs/job-3", "-w", "/w/jobs/job-3", "-e", "A=1", "verl:latest",
+                     "/opt/verlctl", "train"};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(container_kill_argv(config("podman"), name), (Argv{"podman", "kill", "verlctl-lab-job-3-0-1"}));
+  EXPECT_EQ(container_kill_argv(config("docker"), name), (Argv{"docker", "kill", "verlctl-lab-job-3-0-1"}));
+  // Where the client's process group holds the task (apptainer) or srun ends the step, no kill line.
+  EXPECT_TRUE(container_kill_argv(config("apptainer"), name).empty());
+  EXPECT_TRUE(container_kill_argv(config("pyxis"), name).empty());
+  const Argv app = container_argv(config("apptainer"), {false, false, ""}, {}, {"true"}, {name, "/w/j"});
+  EXPECT_EQ(app, (Argv{"apptainer", "exec", "--bind", "/data:/data", "--bind", "/home/u:/home/u:ro", "--bind",
+                       "/w/j:/w/j", "--pwd", "/w/j", "verl:latest", "true"}));
+  const Argv pyx = container_argv(config("pyxis"), {false, false, "n1"}, {"A=1"}, {"true"}, {name, "/w/j"});
+  EXPECT_EQ(pyx, (Argv{"srun", "--overlap", "--nodes", "1", "--ntasks", "1", "--nodelist", "n1", "--container-image",
+                       "verl:latest", "--container-mounts", "/data:/data,/home/u:/home/u:ro,/w/j:/w/j",
+                       "--container-workdir", "/w/j", "env", "A=1", "true"}));
+}
+
+TEST(Container, ASiteTemplateOverridesTheEmbeddedOne) {
+  const std::string dir = ::testing::TempDir() + "/container-templates-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir + "/container");
+  {
+    std::ofstream f(dir + "/container/podman.argv");
+    f << "# site: limits this host allows\npodman\nrun\n--ulimit\nmemlock=8192:8192\n{{image}}\n"
+         "{{#inner}}\n{{.}}\n{{/inner}}\n";
+  }
+  ::setenv("VERLCTL_TEMPLATE_DIR", dir.c_str(), 1);
+  const Argv got = container_argv(config("podman"), {}, {}, {"true"});
+  ::unsetenv("VERLCTL_TEMPLATE_DIR");
+  EXPECT_EQ(got, (Argv{"podman", "run", "--ulimit", "memlock=8192:8192", "verl:latest", "true"}));
+  {
+    std::ofstream f(dir + "/container/podman.argv");
+    f << "podman\n{{imgae}}\n";
+  }
+  ::setenv("VERLCTL_TEMPLATE_DIR", dir.c_str(), 1);
+  try {
+    container_argv(config("podman"), {}, {}, {"true"});
+    ADD_FAILURE() << "a broken site template rendered";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find(dir + "/container/podman.argv:2: unknown placeholder 'imgae'"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("VERLCTL_TEMPLATE_DIR");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Container, ApptainerQuotesValuesItWouldSplitAtCommas) {
