@@ -256,7 +256,7 @@ class Runner {
     const Json container = order.value("container", Json());
     if (container.is_object() && container.value("runtime", std::string("none")) != "none") {
       // The spec's container.runtime: the task runs inside the image, its variables passed in
-      // by the run line. Its client gets SIGTERM, not SIGKILL, when the agent dies: docker and
+      // by name (container.h). Its client gets SIGTERM, not SIGKILL, when the agent dies: docker and
       // podman pass SIGTERM on to the container (SIGKILL would leave it running), srun to its
       // step, apptainer's starter to the task.
       const ContainerConfig c = container_config(Json{{"container", container}});
@@ -266,6 +266,7 @@ class Runner {
       if (const char* node = std::getenv("SLURMD_NODENAME")) host.slurm_node = node;
       const std::string name = container.value("name", std::string());
       argv = container_argv(c, host, env, argv, {name, t.dir});
+      po.env = container_client_env(c, env);  // the values: never on the command line
       t.kill_argv = container_kill_argv(c, name);
       po.parent_death = process::Options::ParentDeath::kTerm;
     } else {

@@ -219,8 +219,9 @@ ContainerLine container_line(const Json& spec, const ContainerConfig& container,
     if (agent.argv[i - 1] == "--token-file" && work_dir.empty())
       work_dir = std::filesystem::path(agent.argv[i]).parent_path().string();
   }
-  const std::string env_note = "the node's NCCL/Gloo variables ('verlctl env' on the node) and the rank's own "
-                               "(RANK, WORLD_SIZE, MASTER_ADDR, ...) are passed the same way";
+  const std::string env_note = "the variables reach the container from the client's environment, values never on "
+                               "the command line: the spec's env, the node's NCCL/Gloo variables ('verlctl env' on "
+                               "the node) and the rank's own (RANK, WORLD_SIZE, MASTER_ADDR, ...)";
   line.note = line.note.empty() ? env_note : line.note + "; " + env_note;
   const std::vector<std::string> inner = {agent.argv.at(0), "train", "-f", "job.yaml", "--rank", "0"};
   line.argv = container_argv(container, host, spec_assignments(spec.value("env", Json::object())), inner,

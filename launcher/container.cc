@@ -17,22 +17,6 @@ std::string string_at(const Json& c, const char* key) {
   return c[key].get<std::string>();
 }
 
-// apptainer's --env is a pflag string-to-string map: a value with one '=' is taken whole (its
-// outer quotes trimmed), one with more is read as a CSV record, so it is quoted as one field.
-std::string apptainer_env(const std::string& assignment) {
-  if (std::count(assignment.begin(), assignment.end(), '=') == 1) {
-    if (!assignment.empty() && assignment.back() == '"')
-      throw Error(ExitCode::kInvalidConfig,
-                  "env: " + assignment.substr(0, assignment.find('=')) +
-                      " ends in a double quote, which apptainer's --env strips",
-                  "drop the quotes from the value in the cluster spec's env");
-    return assignment;
-  }
-  std::string quoted = "\"";
-  for (char c : assignment) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
 }  // namespace
 
 const char* runtime_name(ContainerRuntime runtime) {
@@ -105,9 +89,8 @@ std::vector<std::string> container_argv(const ContainerConfig& c, const Containe
   if (c.runtime == ContainerRuntime::kNone) return inner;
   std::vector<std::string> mounts = c.mounts;
   if (!task.workdir.empty()) mounts.push_back(task.workdir + ":" + task.workdir);
-  std::vector<std::string> env_args = env;
-  if (c.runtime == ContainerRuntime::kApptainer)
-    for (auto& e : env_args) e = apptainer_env(e);
+  std::vector<std::string> names;
+  for (const auto& e : env) names.push_back(e.substr(0, e.find('=')));
   std::string mounts_list;
   for (const auto& m : mounts) mounts_list += (mounts_list.empty() ? "" : ",") + m;
   const Json vars = {{"name", task.name},
@@ -119,11 +102,17 @@ std::vector<std::string> container_argv(const ContainerConfig& c, const Containe
                      {"slurm_node", host.slurm_node},
                      {"mounts", mounts},
                      {"mounts_list", mounts_list},
-                     {"env", env_args},
-                     {"has_env", !env_args.empty()},
+                     {"env", names},
                      {"image", c.image},
                      {"inner", inner}};
   return tmpl::render_argv(tmpl::load(std::string("container/") + runtime_name(c.runtime) + ".argv"), vars);
+}
+
+std::vector<std::string> container_client_env(const ContainerConfig& c, const std::vector<std::string>& env) {
+  if (c.runtime != ContainerRuntime::kApptainer) return env;
+  std::vector<std::string> out;
+  for (const auto& e : env) out.push_back("APPTAINERENV_" + e);
+  return out;
 }
 
 std::vector<std::string> container_kill_argv(const ContainerConfig& c, const std::string& name) {

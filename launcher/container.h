@@ -9,13 +9,16 @@
 //     outlives its grace kills the container by name: container_kill_argv), --network host,
 //     --ipc host when container.shm_size is "host" else --shm-size SIZE, --ulimit memlock=-1,
 //     --device /dev/infiniband when the node has InfiniBand/RoCE ports, GPUs with --gpus all
-//     (docker) or --device nvidia.com/gpu=all (podman, CDI), -v per mount, -w DIR, -e NAME=value.
-//   apptainer: exec, --nv when the node has GPUs, --bind per mount, --pwd, --env per variable
-//     (host network, IPC, /dev and /dev/shm are shared by default).
+//     (docker) or --device nvidia.com/gpu=all (podman, CDI), -v per mount, -w DIR, -e NAME.
+//   apptainer: exec, --nv when the node has GPUs, --bind per mount, --pwd (host network, IPC,
+//     /dev and /dev/shm are shared by default).
 //   pyxis: srun --overlap --nodes 1 --ntasks 1 [--nodelist NODE] --container-image,
-//     --container-mounts SRC:DST,..., --container-workdir; variables through `env NAME=value
-//     ... inner` inside the container, because srun's --export splits values at commas.
-//   none: inner unchanged; the caller passes the variables through process::Options::env.
+//     --container-mounts SRC:DST,..., --container-workdir.
+//   none: inner unchanged.
+// The variables' values never go on the command line (every user's ps shows it, and a rank's
+// log starts with it): they travel in the client's environment (container_client_env), from
+// which docker and podman take `-e NAME`, apptainer reads APPTAINERENV_NAME, and srun exports
+// them into the step.
 // The task's directory (ContainerTask::workdir) is mounted at its own path after the spec's
 // mounts and is the container's working directory: job.yaml, logs, metrics and checkpoints are
 // there. The inner argv's verlctl must exist at the same path inside the image.
@@ -60,12 +63,16 @@ struct ContainerTask {
 // characters docker and podman refuse become '-'.
 std::string container_name(const std::string& cluster, const std::string& task);
 
-// env: NAME=value entries. Throws verl::Error (invalid config) for a variable apptainer's
-// --env cannot carry (exactly one '=' and a value ending in '"'), a value with a newline, or a
-// template that does not render (naming its file and line).
+// env: NAME=value entries (only the names are used: docker/podman's -e). Throws verl::Error
+// (invalid config) for a template that does not render (naming its file and line) or a value
+// with a newline.
 std::vector<std::string> container_argv(const ContainerConfig& config, const ContainerHost& host,
                                         const std::vector<std::string>& env, const std::vector<std::string>& inner,
                                         const ContainerTask& task = {});
+
+// The client's environment for env (NAME=value entries): what process::Options::env gets
+// when it runs container_argv's line. APPTAINERENV_NAME=value for apptainer, env as it is else.
+std::vector<std::string> container_client_env(const ContainerConfig& config, const std::vector<std::string>& env);
 
 // What kills a task's container by name when its client cannot pass SIGKILL on
 // (templates/container/<runtime>-kill.argv): docker and podman. Empty for the runtimes whose

@@ -150,7 +150,8 @@ wait_for 90 '[ "$(job_field $id "j[\"step\"]")" -ge 1 ] 2>/dev/null'
 check "$id runs in container verlctl-$name-$id-0-0" '[ "$(containers)" = "verlctl-$name-$id-0-0" ]'
 rank=$(rank_pids | head -1)
 check "its rank (pid ${rank:-none}) is in the container's PID namespace, not the host's" '[ -n "$rank" ] && [ "$(readlink /proc/$rank/ns/pid)" != "$(readlink /proc/self/ns/pid)" ] && [ "$(readlink /proc/$rank/ns/pid)" = "$(readlink /proc/$(podman inspect --format "{{.State.Pid}}" "verlctl-$name-$id-0-0")/ns/pid)" ]'
-check "it sees the spec's variables inside" 'tr "\0" "\n" </proc/$rank/environ | grep -qx "VERLCTL_JOB=$id"'
+check "it sees its variables inside" 'tr "\0" "\n" </proc/$rank/environ | grep -qx "VERLCTL_JOB=$id" && tr "\0" "\n" </proc/$rank/environ | grep -qx "NCCL_SOCKET_IFNAME==lo"'
+check "their values are not on the podman command line" 'grep -q -- " -e VERLCTL_JOB " "$dir/jobs/$id/logs/rank-0.attempt-0.err" && ! grep -q "VERLCTL_JOB=" "$dir/jobs/$id/logs/rank-0.attempt-0.err"'
 sout=$("$v" stop $id --name "$name" --grace 5); rc=$?
 check "stop says STOPPED" '[ $rc -eq 0 ] && [ "$sout" = "$id STOPPED" ]'
 wait_for 10 '[ -z "$(containers)" ]'
