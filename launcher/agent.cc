@@ -256,9 +256,9 @@ class Runner {
     const Json container = order.value("container", Json());
     if (container.is_object() && container.value("runtime", std::string("none")) != "none") {
       // The spec's container.runtime: the task runs inside the image, its variables passed in
-      // by name (container.h). Its client gets SIGTERM, not SIGKILL, when the agent dies: docker and
-      // podman pass SIGTERM on to the container (SIGKILL would leave it running), srun to its
-      // step, apptainer's starter to the task.
+      // by name (container.h). Its client gets SIGTERM, not SIGKILL, when the agent dies:
+      // docker and podman pass SIGTERM on to the container (SIGKILL would leave it running),
+      // srun to its step, apptainer's starter to the task.
       const ContainerConfig c = container_config(Json{{"container", container}});
       ContainerHost host;
       host.gpus = o_.resources.gpus > 0;

@@ -188,10 +188,6 @@ void rotate_log(const std::string& path) {
   if (fs::exists(path, ec)) fs::rename(path, path + ".1", ec);
 }
 
-}  // namespace
-
-namespace {
-
 // What agent index runs for rank 0 of a job job-N, as far as it is known before the node is
 // reached: a local node's GPUs and InfiniBand ports are read here, a remote node's GPUs come
 // from the spec and its ports are read by its agent.

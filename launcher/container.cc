@@ -1,6 +1,5 @@
 #include "launcher/container.h"
 
-#include <algorithm>
 #include <cctype>
 #include <regex>
 
