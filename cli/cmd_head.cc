@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "launcher/backend.h"
 #include "launcher/cluster_state.h"
+#include "launcher/container.h"
 #include "launcher/head.h"
 #include "launcher/signals.h"
 #include "probes/clock_probe.h"
@@ -45,6 +46,8 @@ void register_head(CLI::App& app, Context& ctx) {
     o.heartbeat_timeout = ms("heartbeat_timeout_s");
     o.store_port = spec.at("head").at("store_port").get<int>();
     if (spec.contains("env")) o.spec_env = spec.at("env");
+    // up checked it already; a hand-edited cluster.json fails here, naming the key (exit 3).
+    if (launcher::container_config(spec).runtime != launcher::ContainerRuntime::kNone) o.container = spec.at("container");
     o.shutdown_grace = std::max(std::chrono::milliseconds(2000), 3 * o.heartbeat_interval);
     // The servers `verlctl probe` measures every node against (tcp bandwidth + RTT, clock
     // offset), on any free port of the head's bind address; /api/cluster names them.

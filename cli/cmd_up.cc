@@ -74,11 +74,15 @@ void register_up(CLI::App& app, Context& ctx) {
       if (ctx.output == OutputFormat::kJson) {
         nlohmann::ordered_json daemons = nlohmann::ordered_json::array();
         for (const auto& d : plan.daemons) daemons.push_back(daemon_json(d));
+        nlohmann::ordered_json containers = nlohmann::ordered_json::array();
+        for (const auto& c : plan.containers)
+          containers.push_back({{"node", c.node}, {"argv", c.argv}, {"note", c.note}});
         print_json(*ctx.out, {{"dry_run", true},
                               {"name", plan.spec.at("name")},
                               {"backend", plan.spec.at("backend")},
                               {"state_dir", plan.state_dir},
-                              {"daemons", daemons}});
+                              {"daemons", daemons},
+                              {"containers", containers}});
         return;
       }
       auto& out = *ctx.out;
@@ -108,6 +112,12 @@ void register_up(CLI::App& app, Context& ctx) {
         }
         line.insert(line.end(), d.argv.begin(), d.argv.end());
         out << process::quote_argv(line) << "\n";
+      }
+      for (const auto& c : plan.containers) {
+        out << "\n# ranks on " << c.node << " run in a " << plan.spec.at("container").at("runtime").get<std::string>()
+            << " container (container.runtime); rank 0 of a job job-N:\n";
+        if (!c.note.empty()) out << "# " << c.note << "\n";
+        out << process::quote_argv(c.argv) << "\n";
       }
       return;
     }

@@ -63,8 +63,8 @@ pid_t fork_exec(const std::vector<std::string>& argv, const Options& o, int in_f
   pid_t pid = fork();
   if (pid < 0) throw Error(ExitCode::kFailure, std::string("fork: ") + strerror(errno), "is the process table full?");
   if (pid == 0) {
-    if (o.parent_death == Options::ParentDeath::kKill) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (o.parent_death != Options::ParentDeath::kIgnore) {
+      prctl(PR_SET_PDEATHSIG, o.parent_death == Options::ParentDeath::kKill ? SIGKILL : SIGTERM);
       if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
     }
     if (o.group == Options::Group::kNewSession) setsid();

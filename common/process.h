@@ -26,9 +26,11 @@ struct Options {
   // kNewSession: setsid() instead of setpgid(), for a daemon that must outlive our terminal and
   // session (SIGHUP on logout); it still leads its own process group, so stop() works the same.
   enum class Group { kNewGroup, kNewSession } group = Group::kNewGroup;
-  // The child gets SIGKILL when the thread that spawned it dies (PR_SET_PDEATHSIG), so that an
-  // agent killed with -9 leaves no trainer rank running on. Spawn from a long-lived thread.
-  enum class ParentDeath { kIgnore, kKill } parent_death = ParentDeath::kIgnore;
+  // The child gets SIGKILL (kKill) when the thread that spawned it dies (PR_SET_PDEATHSIG), so
+  // that an agent killed with -9 leaves no trainer rank running on. kTerm sends SIGTERM instead,
+  // for a client that passes signals on to what it runs elsewhere and could not pass SIGKILL
+  // (a docker/podman client proxies SIGTERM into its container). Spawn from a long-lived thread.
+  enum class ParentDeath { kIgnore, kKill, kTerm } parent_death = ParentDeath::kIgnore;
 };
 
 struct Result {

@@ -33,7 +33,12 @@ class Renderer {
  public:
   Renderer(const Template& t, const Json& vars) : t_(t), vars_(vars) {}
 
-  std::string run() {
+  std::string run() { return run(0, t_.text.size(), true, vars_); }
+
+ private:
+  // Renders text [begin, end) with scope; emit false checks it without producing text (a
+  // skipped section's names must exist too).
+  std::string run(size_t begin, size_t end, bool emit, const Json& scope) const {
     const std::string& s = t_.text;
     std::string out;
     struct Open {
@@ -42,46 +47,90 @@ class Renderer {
       bool keep;
     };
     std::vector<Open> open;
-    auto emitting = [&] { return open.empty() || open.back().keep; };
-    size_t pos = 0;
-    while (pos < s.size()) {
-      const size_t start = s.find("{{", pos);
+    auto emitting = [&] { return emit && (open.empty() || open.back().keep); };
+    size_t pos = begin;
+    while (pos < end) {
+      size_t start = s.find("{{", pos);
+      if (start >= end) start = std::string::npos;
       if (start == std::string::npos) {
-        if (emitting()) out.append(s, pos, std::string::npos);
+        if (emitting()) out.append(s, pos, end - pos);
         break;
       }
       if (emitting()) out.append(s, pos, start - pos);
-      const size_t line = line_of(start);
-      const size_t close = s.find("}}", start + 2);
-      const size_t eol = s.find('\n', start);
-      if (close == std::string::npos || (eol != std::string::npos && eol < close))
-        fail(line, "'{{' without '}}' on the same line");
-      std::string tag = s.substr(start + 2, close - start - 2);
-      pos = close + 2;
-      char kind = 0;
-      if (!tag.empty() && (tag[0] == '#' || tag[0] == '/')) {
-        kind = tag[0];
-        tag.erase(0, 1);
-      }
-      if (!valid_name(tag)) fail(line, "'{{" + s.substr(start + 2, close - start - 2) + "}}' is not a placeholder name");
-      const Json* value = lookup(tag);
-      if (!value) fail(line, "unknown placeholder '" + tag + "'" + known_names());
-      if (kind == '#') {
-        open.push_back({tag, line, emitting() && is_set(*value)});
-      } else if (kind == '/') {
-        if (open.empty() || open.back().name != tag)
-          fail(line, "'{{/" + tag + "}}' closes " + (open.empty() ? std::string("no open section")
-                                                                  : "nothing: the open section is '" + open.back().name + "'"));
+      const Tag tag = read_tag(start);
+      pos = tag.end;
+      const Json* value = lookup(scope, tag.name);
+      if (!value) fail(tag.line, "unknown placeholder '" + tag.name + "'" + known_names(scope));
+      if (tag.kind == '#' && value->is_array()) {
+        // A list: the text up to its {{/name}} once per element, {{.}} being the element.
+        const Tag close = matching_close(tag, end);
+        Json inner = scope;
+        if (value->empty() || !emitting()) {
+          inner["."] = "";
+          run(tag.end, close.start, false, inner);
+        }
+        if (emitting())
+          for (const auto& element : *value) {
+            inner["."] = element;
+            out += run(tag.end, close.start, true, inner);
+          }
+        pos = close.end;
+      } else if (tag.kind == '#') {
+        open.push_back({tag.name, tag.line, emitting() && is_set(*value)});
+      } else if (tag.kind == '/') {
+        if (open.empty() || open.back().name != tag.name)
+          fail(tag.line, "'{{/" + tag.name + "}}' closes " +
+                             (open.empty() ? std::string("no open section")
+                                           : "nothing: the open section is '" + open.back().name + "'"));
         open.pop_back();
       } else if (emitting()) {
-        out += text_of(tag, *value, line);
+        out += text_of(tag.name, *value, tag.line);
       }
     }
     if (!open.empty()) fail(open.back().line, "section '" + open.back().name + "' is never closed ('{{/" + open.back().name + "}}')");
     return out;
   }
 
- private:
+  struct Tag {
+    size_t start = 0, end = 0, line = 0;
+    char kind = 0;  // '#', '/' or 0
+    std::string name;
+  };
+
+  Tag read_tag(size_t start) const {
+    const std::string& s = t_.text;
+    Tag tag;
+    tag.start = start;
+    tag.line = line_of(start);
+    const size_t close = s.find("}}", start + 2);
+    const size_t eol = s.find('\n', start);
+    if (close == std::string::npos || (eol != std::string::npos && eol < close))
+      fail(tag.line, "'{{' without '}}' on the same line");
+    tag.name = s.substr(start + 2, close - start - 2);
+    tag.end = close + 2;
+    if (!tag.name.empty() && (tag.name[0] == '#' || tag.name[0] == '/')) {
+      tag.kind = tag.name[0];
+      tag.name.erase(0, 1);
+    }
+    if (!valid_name(tag.name)) fail(tag.line, "'{{" + s.substr(start + 2, close - start - 2) + "}}' is not a placeholder name");
+    return tag;
+  }
+
+  // The {{/name}} that closes the list section open, before end (sections of the same name nest).
+  Tag matching_close(const Tag& open, size_t end) const {
+    int depth = 0;
+    for (size_t pos = open.end; pos < end;) {
+      const size_t start = t_.text.find("{{", pos);
+      if (start == std::string::npos || start >= end) break;
+      const Tag tag = read_tag(start);
+      pos = tag.end;
+      if (tag.name != open.name) continue;
+      if (tag.kind == '#') ++depth;
+      if (tag.kind == '/' && depth-- == 0) return tag;
+    }
+    fail(open.line, "section '" + open.name + "' is never closed ('{{/" + open.name + "}}')");
+  }
+
   size_t line_of(size_t offset) const {
     size_t line = 1;
     for (size_t i = 0; i < offset && i < t_.text.size(); ++i) line += t_.text[i] == '\n';
@@ -93,14 +142,14 @@ class Renderer {
                 "fix the template, or unset VERLCTL_TEMPLATE_DIR to use the embedded one");
   }
 
-  const Json* lookup(const std::string& name) const {
-    auto it = vars_.find(name);
-    return it == vars_.end() ? nullptr : &*it;
+  static const Json* lookup(const Json& scope, const std::string& name) {
+    auto it = scope.find(name);
+    return it == scope.end() ? nullptr : &*it;
   }
 
-  std::string known_names() const {
+  static std::string known_names(const Json& scope) {
     std::string names;
-    for (auto it = vars_.begin(); it != vars_.end(); ++it) names += (names.empty() ? "" : ", ") + it.key();
+    for (auto it = scope.begin(); it != scope.end(); ++it) names += (names.empty() ? "" : ", ") + it.key();
     return names.empty() ? std::string(" (there are no values)") : " (the values are " + names + ")";
   }
 
@@ -149,6 +198,49 @@ std::string render(const Template& t, const Json& vars) {
   // Section tags alone on a line ("{{#x}}\n") would leave blank lines; the templates put them
   // at the start of the line they guard instead (see templates/sbatch.sh), so nothing is trimmed.
   return Renderer(t, vars).run();
+}
+
+namespace {
+
+// The first string under v (a value, or an element of a list) that holds a newline; "" if none.
+bool has_newline(const Json& v) {
+  if (v.is_string()) return v.get_ref<const std::string&>().find('\n') != std::string::npos;
+  if (v.is_array())
+    for (const auto& e : v)
+      if (has_newline(e)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> render_argv(const Template& t, const Json& vars) {
+  if (!vars.is_object()) throw Error(ExitCode::kFailure, "rendering " + t.origin + ": the values are not an object");
+  for (auto it = vars.begin(); it != vars.end(); ++it)
+    if (has_newline(*it))
+      throw Error(ExitCode::kInvalidConfig,
+                  "rendering " + t.origin + ": the value of '" + it.key() + "' holds a newline, which would split one "
+                  "argument of the command line into two",
+                  "remove the newline from the value (a mount, an env value, the image) in the cluster spec");
+  // Comments become empty lines, so that errors still name the template's own line numbers.
+  Template bare{t.origin, {}};
+  size_t pos = 0;
+  while (pos < t.text.size()) {
+    size_t eol = t.text.find('\n', pos);
+    if (eol == std::string::npos) eol = t.text.size();
+    if (t.text[pos] != '#') bare.text.append(t.text, pos, eol - pos);
+    bare.text += '\n';
+    pos = eol + 1;
+  }
+  const std::string text = render(bare, vars);
+  std::vector<std::string> argv;
+  pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    if (eol > pos) argv.push_back(text.substr(pos, eol - pos));
+    pos = eol + 1;
+  }
+  return argv;
 }
 
 }  // namespace verl::tmpl

@@ -5,7 +5,9 @@
 // The syntax is the smallest that the files need:
 //   {{name}}                 the value of name (a string as it is; a number or bool printed)
 //   {{#name}}...{{/name}}    the text between, kept only when name is set: not null, false, 0
-//                            or "" (an #SBATCH line that only some specs have); sections nest
+//                            or "" (an #SBATCH line that only some specs have); sections nest.
+//                            When name is a list: the text once per element, in which {{.}}
+//                            is the element (a container run line's -v per mount)
 // A name is [A-Za-z0-9_.]+. Anything else between {{ and }}, a name that vars lacks, a
 // placeholder whose value is null, an object or an array, an unclosed or stray section: each is
 // an error naming origin:line and the name, raised before any text is returned. Values are
@@ -16,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace verl::tmpl {
 
@@ -34,5 +37,12 @@ Template load(const std::string& name);
 
 // Renders t with vars (a JSON object). Throws verl::Error (invalid config, 3) as described above.
 std::string render(const Template& t, const nlohmann::ordered_json& vars);
+
+// Renders t into an argv for the process module (templates/container/*.argv): one argument
+// per line of the result, no shell in between. Lines of the template that begin with '#' are
+// comments; empty lines are dropped, so a section tag may stand on a line of its own. Throws
+// verl::Error (invalid config, 3) as render() does, and for a string value that holds a newline
+// (it would split into two arguments), naming the value.
+std::vector<std::string> render_argv(const Template& t, const nlohmann::ordered_json& vars);
 
 }  // namespace verl::tmpl

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/process.h"
+#include "launcher/container.h"
 #include "launcher/gpu_sampler.h"
 #include "launcher/nccl_env.h"
 #include "launcher/node_facts.h"
@@ -97,6 +99,9 @@ struct Task {
   std::string error;  // it could not start
   bool stopping = false;
   Clock::time_point kill_at{};
+  // A task in a docker/podman container: what kills the container by name, since SIGKILL to
+  // its client does not reach it (container.h). Empty otherwise.
+  std::vector<std::string> kill_argv;
   bool result_sent = false;
   bool ended() const { return result.has_value() || !error.empty(); }
   bool shipped() const { return streams[0].eof_sent && streams[1].eof_sent && (kind != "probe" || result_sent); }
@@ -111,6 +116,12 @@ class Runner {
     } catch (const Error& e) {
       log::Warn() << "node " << o.node_name << ": no NCCL/Gloo environment for ranks: " << e.what();
     }
+  }
+
+  // A task's container outlives its client's SIGKILL (the Child's destructor): kill it first.
+  ~Runner() {
+    for (auto& [id, t] : tasks_)
+      if (!t.ended() && t.child && t.child->running()) kill_container(t);
   }
 
   bool empty() const { return tasks_.empty(); }
@@ -172,6 +183,7 @@ class Runner {
                     << (r->signal ? "signal " + std::to_string(r->signal) : "exit " + std::to_string(r->exit_code));
       } else if (t.stopping && Clock::now() >= t.kill_at) {
         log::Warn() << "task " << id << " did not end within its grace: SIGKILL";
+        kill_container(t);
         t.child->signal(SIGKILL);
         t.kill_at = Clock::now() + std::chrono::hours(1);
       }
@@ -236,11 +248,30 @@ class Runner {
     std::vector<std::string> argv = order.value("argv", std::vector<std::string>{});
     if (argv.empty() || argv[0] != "verlctl") throw Error(ExitCode::kFailure, "the order's argv must start with verlctl");
     argv[0] = o_.exe.empty() ? process::self_exe() : o_.exe;
+    std::vector<std::string> env = node_env_;
+    for (const auto& e : order.value("env", std::vector<std::string>{})) env.push_back(e);
     process::Options po;
-    po.env = node_env_;
-    for (const auto& e : order.value("env", std::vector<std::string>{})) po.env.push_back(e);
     po.cwd = t.dir;
     po.parent_death = process::Options::ParentDeath::kKill;
+    const Json container = order.value("container", Json());
+    if (container.is_object() && container.value("runtime", std::string("none")) != "none") {
+      // The spec's container.runtime: the task runs inside the image, its variables passed in
+      // by name (container.h). Its client gets SIGTERM, not SIGKILL, when the agent dies:
+      // docker and podman pass SIGTERM on to the container (SIGKILL would leave it running),
+      // srun to its step, apptainer's starter to the task.
+      const ContainerConfig c = container_config(Json{{"container", container}});
+      ContainerHost host;
+      host.gpus = o_.resources.gpus > 0;
+      host.infiniband = !o_.resources.ib_ports.empty();
+      if (const char* node = std::getenv("SLURMD_NODENAME")) host.slurm_node = node;
+      const std::string name = container.value("name", std::string());
+      argv = container_argv(c, host, env, argv, {name, t.dir});
+      po.env = container_client_env(c, env);  // the values: never on the command line
+      t.kill_argv = container_kill_argv(c, name);
+      po.parent_death = process::Options::ParentDeath::kTerm;
+    } else {
+      po.env = env;
+    }
     // The first line of every rank's log says what started, where: ranks other than 0 may say
     // nothing else until they fail.
     const std::string header = "verlctl agent: " + t.id + " (rank " + std::to_string(t.rank) + ", attempt " +
@@ -252,6 +283,22 @@ class Runner {
       ::close(fd);
     }
     t.child = process::Child::spawn(argv, po, t.streams[0].path, t.streams[1].path);
+  }
+
+  // Kills the task's container by name (docker/podman) and waits for that, up to 10 s.
+  void kill_container(const Task& t) {
+    if (t.kill_argv.empty()) return;
+    process::Options ko;
+    ko.timeout = std::chrono::seconds(10);
+    try {
+      const auto r = process::run(t.kill_argv, ko);
+      // It fails when the container has just ended by itself: the log says so, nothing else.
+      if (r.exit_code != 0)
+        log::Warn() << "task " << t.id << ": '" << process::quote_argv(t.kill_argv) << "' exited with "
+                    << r.exit_code << ": " << r.err;
+    } catch (const Error& e) {
+      log::Err() << "task " << t.id << ": cannot kill its container: " << e.what();
+    }
   }
 
   bool post(const std::string& path, const Json& body, bool* gone) {

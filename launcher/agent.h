@@ -15,6 +15,14 @@
 // signal) only once its logs are shipped, and forgets it once a heartbeat carrying the end got
 // an answer. A stop order is SIGTERM, then SIGKILL after the order's grace. Before the agent
 // ends for any reason it stops its tasks the same way (grace task_stop_grace).
+//
+// An order with `container` (the cluster spec's container section and the container's name,
+// sent when container.runtime is set) runs the task through container_argv() instead
+// (container.h): the variables go in by name (their values in the client's environment), the
+// job directory is mounted at its own path, the client gets SIGTERM (not SIGKILL) when the agent
+// dies, since docker and podman pass SIGTERM into the container and could not pass SIGKILL;
+// when a stop outlives its grace the agent kills the container by name (container_kill_argv)
+// before it kills the client.
 #pragma once
 
 #include <atomic>

@@ -14,8 +14,11 @@
 #include "common/config.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "launcher/container.h"
 #include "launcher/head.h"
 #include "launcher/head_client.h"
+#include "launcher/job_controller.h"
+#include "launcher/resources.h"
 
 namespace verl::launcher {
 namespace fs = std::filesystem;
@@ -185,6 +188,43 @@ void rotate_log(const std::string& path) {
   if (fs::exists(path, ec)) fs::rename(path, path + ".1", ec);
 }
 
+// What agent index runs for rank 0 of a job job-N, as far as it is known before the node is
+// reached: a local node's GPUs and InfiniBand ports are read here, a remote node's GPUs come
+// from the spec and its ports are read by its agent.
+ContainerLine container_line(const Json& spec, const ContainerConfig& container, const LaunchSpec& agent,
+                             size_t index) {
+  ContainerLine line;
+  line.node = agent.node;
+  const std::string backend = spec.at("backend").get<std::string>();
+  ContainerHost host;
+  if (backend == "local") {
+    const Resources r = detect_resources();
+    host.gpus = r.gpus > 0;
+    host.infiniband = !r.ib_ports.empty();
+  } else {
+    const Json& nodes = spec.at("nodes");
+    host.gpus = backend == "slurm" ? spec.at("slurm").value("gpus_per_node", 0) > 0
+                                   : index < nodes.size() && nodes[index].value("gpus", 0) > 0;
+    line.note = "--device /dev/infiniband (docker, podman) is added on a node with InfiniBand/RoCE ports";
+  }
+  if (backend == "slurm") host.slurm_node = "$SLURMD_NODENAME";
+  // The agent's work directory: --work-dir, else its token file's directory.
+  std::string work_dir;
+  for (size_t i = 1; i < agent.argv.size(); ++i) {
+    if (agent.argv[i - 1] == "--work-dir") work_dir = agent.argv[i];
+    if (agent.argv[i - 1] == "--token-file" && work_dir.empty())
+      work_dir = std::filesystem::path(agent.argv[i]).parent_path().string();
+  }
+  const std::string env_note = "the variables reach the container from the client's environment, values never on "
+                               "the command line: the spec's env, the node's NCCL/Gloo variables ('verlctl env' on "
+                               "the node) and the rank's own (RANK, WORLD_SIZE, MASTER_ADDR, ...)";
+  line.note = line.note.empty() ? env_note : line.note + "; " + env_note;
+  const std::vector<std::string> inner = {agent.argv.at(0), "train", "-f", "job.yaml", "--rank", "0"};
+  line.argv = container_argv(container, host, spec_assignments(spec.value("env", Json::object())), inner,
+                             {container_name(spec.at("name").get<std::string>(), "job-N/0/0"), work_dir + "/jobs/job-N"});
+  return line;
+}
+
 }  // namespace
 
 UpPlan plan_up(const UpOptions& o) {
@@ -194,6 +234,10 @@ UpPlan plan_up(const UpOptions& o) {
   auto backend = make_backend(plan.spec, plan.state_dir, o.exe);
   plan.daemons.push_back(backend->head_spec());
   for (size_t i = 0; i < backend->agent_count(); ++i) plan.daemons.push_back(backend->agent_spec(i));
+  const ContainerConfig container = container_config(plan.spec);  // before anything starts
+  if (container.runtime != ContainerRuntime::kNone)
+    for (size_t i = 1; i < plan.daemons.size(); ++i)
+      plan.containers.push_back(container_line(plan.spec, container, plan.daemons[i], i - 1));
   return plan;
 }
 

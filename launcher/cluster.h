@@ -31,14 +31,22 @@ struct UpOptions {
   std::string exe;                     // the verlctl binary the daemons run
 };
 
+// The container run line of a node's ranks, as --dry-run shows it (container.runtime set).
+struct ContainerLine {
+  std::string node;
+  std::vector<std::string> argv;  // wrapping rank 0 of a job job-N, its own flags and variables left out
+  std::string note;               // what the node adds that is known only there; empty: nothing
+};
+
 struct UpPlan {
   nlohmann::ordered_json spec;  // resolved, nodes filled in
   std::string state_dir;
   std::vector<LaunchSpec> daemons;  // head first
+  std::vector<ContainerLine> containers;  // one per agent when container.runtime is set
 };
 
-// What up would do; creates nothing. Throws verl::Error: invalid config (3), a backend that is
-// not in this build (6).
+// What up would do; creates nothing. Throws verl::Error: invalid config (3: the spec's
+// container.* among them), a backend that is not in this build (6).
 UpPlan plan_up(const UpOptions& options);
 
 enum class UpOutcome { kStarted, kAlreadyUp };

@@ -1,9 +1,10 @@
 #include "launcher/container.h"
 
-#include <algorithm>
+#include <cctype>
 #include <regex>
 
 #include "common/error.h"
+#include "common/template.h"
 
 namespace verl::launcher {
 namespace {
@@ -13,38 +14,6 @@ using Json = nlohmann::ordered_json;
 std::string string_at(const Json& c, const char* key) {
   if (!c.contains(key) || !c[key].is_string()) return {};
   return c[key].get<std::string>();
-}
-
-// apptainer's --env is a pflag string-to-string map: a value with one '=' is taken whole (its
-// outer quotes trimmed), one with more is read as a CSV record, so it is quoted as one field.
-std::string apptainer_env(const std::string& assignment) {
-  if (std::count(assignment.begin(), assignment.end(), '=') == 1) {
-    if (!assignment.empty() && assignment.back() == '"')
-      throw Error(ExitCode::kInvalidConfig,
-                  "env: " + assignment.substr(0, assignment.find('=')) +
-                      " ends in a double quote, which apptainer's --env strips",
-                  "drop the quotes from the value in the cluster spec's env");
-    return assignment;
-  }
-  std::string quoted = "\"";
-  for (char c : assignment) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
-void docker_like(std::vector<std::string>& argv, const ContainerConfig& c, const ContainerHost& host,
-                 const std::vector<std::string>& env, bool podman) {
-  argv.insert(argv.end(), {"run", "--rm", "--network", "host"});
-  if (c.shm_size == "host") argv.insert(argv.end(), {"--ipc", "host"});
-  else argv.insert(argv.end(), {"--shm-size", c.shm_size});
-  argv.insert(argv.end(), {"--ulimit", "memlock=-1"});
-  if (host.infiniband) argv.insert(argv.end(), {"--device", "/dev/infiniband"});
-  if (host.gpus) {
-    if (podman) argv.insert(argv.end(), {"--device", "nvidia.com/gpu=all"});
-    else argv.insert(argv.end(), {"--gpus", "all"});
-  }
-  for (const auto& m : c.mounts) argv.insert(argv.end(), {"-v", m});
-  for (const auto& e : env) argv.insert(argv.end(), {"-e", e});
-  argv.push_back(c.image);
 }
 
 }  // namespace
@@ -106,42 +75,49 @@ ContainerConfig container_config(const Json& spec) {
   return out;
 }
 
+std::string container_name(const std::string& cluster, const std::string& task) {
+  std::string name = "verlctl-" + cluster + "-" + task;
+  for (char& c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) c = '-';
+  return name;
+}
+
 std::vector<std::string> container_argv(const ContainerConfig& c, const ContainerHost& host,
-                                        const std::vector<std::string>& env, const std::vector<std::string>& inner) {
-  std::vector<std::string> argv;
-  switch (c.runtime) {
-    case ContainerRuntime::kNone:
-      return inner;
-    case ContainerRuntime::kDocker:
-    case ContainerRuntime::kPodman:
-      argv.push_back(runtime_name(c.runtime));
-      docker_like(argv, c, host, env, c.runtime == ContainerRuntime::kPodman);
-      break;
-    case ContainerRuntime::kApptainer:
-      argv = {"apptainer", "exec"};
-      if (host.gpus) argv.push_back("--nv");
-      for (const auto& m : c.mounts) argv.insert(argv.end(), {"--bind", m});
-      for (const auto& e : env) argv.insert(argv.end(), {"--env", apptainer_env(e)});
-      argv.push_back(c.image);
-      break;
-    case ContainerRuntime::kPyxis: {
-      argv = {"srun", "--overlap", "--nodes", "1", "--ntasks", "1"};
-      if (!host.slurm_node.empty()) argv.insert(argv.end(), {"--nodelist", host.slurm_node});
-      argv.insert(argv.end(), {"--container-image", c.image});
-      if (!c.mounts.empty()) {
-        std::string list;
-        for (const auto& m : c.mounts) list += (list.empty() ? "" : ",") + m;
-        argv.insert(argv.end(), {"--container-mounts", list});
-      }
-      if (!env.empty()) {
-        argv.push_back("env");
-        argv.insert(argv.end(), env.begin(), env.end());
-      }
-      break;
-    }
-  }
-  argv.insert(argv.end(), inner.begin(), inner.end());
-  return argv;
+                                        const std::vector<std::string>& env, const std::vector<std::string>& inner,
+                                        const ContainerTask& task) {
+  if (c.runtime == ContainerRuntime::kNone) return inner;
+  std::vector<std::string> mounts = c.mounts;
+  if (!task.workdir.empty()) mounts.push_back(task.workdir + ":" + task.workdir);
+  std::vector<std::string> names;
+  for (const auto& e : env) names.push_back(e.substr(0, e.find('=')));
+  std::string mounts_list;
+  for (const auto& m : mounts) mounts_list += (mounts_list.empty() ? "" : ",") + m;
+  const Json vars = {{"name", task.name},
+                     {"workdir", task.workdir},
+                     {"ipc_host", c.shm_size == "host"},
+                     {"shm_size", c.shm_size == "host" ? std::string() : c.shm_size},
+                     {"infiniband", host.infiniband},
+                     {"gpus", host.gpus},
+                     {"slurm_node", host.slurm_node},
+                     {"mounts", mounts},
+                     {"mounts_list", mounts_list},
+                     {"env", names},
+                     {"image", c.image},
+                     {"inner", inner}};
+  return tmpl::render_argv(tmpl::load(std::string("container/") + runtime_name(c.runtime) + ".argv"), vars);
+}
+
+std::vector<std::string> container_client_env(const ContainerConfig& c, const std::vector<std::string>& env) {
+  if (c.runtime != ContainerRuntime::kApptainer) return env;
+  std::vector<std::string> out;
+  for (const auto& e : env) out.push_back("APPTAINERENV_" + e);
+  return out;
+}
+
+std::vector<std::string> container_kill_argv(const ContainerConfig& c, const std::string& name) {
+  if (c.runtime != ContainerRuntime::kDocker && c.runtime != ContainerRuntime::kPodman) return {};
+  return tmpl::render_argv(tmpl::load(std::string("container/") + runtime_name(c.runtime) + "-kill.argv"),
+                           Json{{"name", name}});
 }
 
 }  // namespace verl::launcher

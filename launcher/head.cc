@@ -336,6 +336,8 @@ void Head::start() {
   ControllerOptions co;
   co.store_port = options_.store_port;
   co.spec_env = options_.spec_env;
+  co.container = options_.container;
+  co.cluster_name = options_.cluster_name;
   co.heartbeat_timeout_ms = options_.heartbeat_timeout.count();
   co.head_started_ms = started_ms_;
   controller_ = std::make_unique<JobController>(jobs_, registry_, co);

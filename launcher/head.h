@@ -57,6 +57,7 @@ struct HeadOptions {
   std::chrono::milliseconds shutdown_grace{5000};
   int store_port = 6379;  // head.store_port: each job's rank 0 binds it (docs/API.md, rendezvous)
   nlohmann::ordered_json spec_env = nlohmann::ordered_json::object();  // the spec's env, for every rank
+  nlohmann::ordered_json container = nullptr;  // the spec's container section (ControllerOptions)
   // The probe servers cli/cmd_head.cc runs beside the head, {tcp, time} ports, shown as
   // GET /api/cluster's probe_ports (null: none run).
   nlohmann::ordered_json probe_ports = nullptr;

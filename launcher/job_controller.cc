@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "launcher/container.h"
 #include "launcher/scheduler.h"
 
 namespace verl::launcher {
@@ -20,19 +21,6 @@ std::string job_dir(const JobRecord& j) { return "jobs/" + j.name(); }
 int max_restarts(const JobRecord& j) {
   const Json* v = config::find(j.config, "trainer.max_restarts");
   return v && v->is_number_integer() ? v->get<int>() : 0;
-}
-
-// The spec's env as NAME=value entries (null: verlctl sets nothing for it).
-std::vector<std::string> spec_assignments(const Json& env) {
-  std::vector<std::string> out;
-  if (!env.is_object()) return out;
-  for (const auto& [k, v] : env.items()) {
-    if (v.is_null()) continue;
-    if (v.is_string()) out.push_back(k + "=" + v.get<std::string>());
-    else if (v.is_boolean()) out.push_back(k + "=" + (v.get<bool>() ? "1" : "0"));
-    else out.push_back(k + "=" + v.dump());
-  }
-  return out;
 }
 
 Json issues_json(const std::vector<config::Issue>& issues) {
@@ -51,6 +39,18 @@ std::string metrics_path(const Json& config) {
 }
 
 }  // namespace
+
+std::vector<std::string> spec_assignments(const Json& env) {
+  std::vector<std::string> out;
+  if (!env.is_object()) return out;
+  for (const auto& [k, v] : env.items()) {
+    if (v.is_null()) continue;
+    if (v.is_string()) out.push_back(k + "=" + v.get<std::string>());
+    else if (v.is_boolean()) out.push_back(k + "=" + (v.get<bool>() ? "1" : "0"));
+    else out.push_back(k + "=" + v.dump());
+  }
+  return out;
+}
 
 std::string describe_exit(const Placement& p) {
   if (!p.error.empty()) return p.error;
@@ -181,6 +181,10 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
     order["files"] = Json::object();
   }
   order["env"] = env;
+  if (options_.container.is_object() && options_.container.value("runtime", std::string("none")) != "none") {
+    order["container"] = options_.container;
+    order["container"]["name"] = container_name(options_.cluster_name, p.task_id());
+  }
   return order;
 }
 

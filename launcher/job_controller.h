@@ -34,9 +34,16 @@ namespace verl::launcher {
 struct ControllerOptions {
   int store_port = 6379;  // head.store_port: rank 0 binds it for the job's rendezvous
   nlohmann::ordered_json spec_env = nlohmann::ordered_json::object();  // the cluster spec's env
+  // The cluster spec's container section (validated by container_config): when its runtime is
+  // not none, start orders carry it with the task's container name, and agents run the task in it.
+  nlohmann::ordered_json container = nullptr;
+  std::string cluster_name = "local";  // in container names, so that clusters on one host differ
   int64_t heartbeat_timeout_ms = 10000;
   int64_t head_started_ms = 0;  // nodes missing this long after it are gone (head restarted)
 };
+
+// The spec's env as NAME=value entries, in the spec's order (null: verlctl sets nothing for it).
+std::vector<std::string> spec_assignments(const nlohmann::ordered_json& env);
 
 // A submission the head refused: bad request (usage) or an invalid config with its issues.
 struct SubmitError {

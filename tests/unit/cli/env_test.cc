@@ -57,9 +57,10 @@ TEST(EnvCommand, TextTableAndContainerLine) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("NAME", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("NCCL_IB_DISABLE"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("docker run --rm --network host --shm-size 16g --ulimit memlock=-1"), std::string::npos)
+  EXPECT_NE(r.out.find("docker run --rm --init --network host --shm-size 16g --ulimit memlock=-1"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("-e NCCL_IB_DISABLE=1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-e NCCL_IB_DISABLE -e"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("-e NCCL_IB_DISABLE=1"), std::string::npos) << "no value on the command line: " << r.out;
   EXPECT_NE(r.out.find("verl:1 verlctl train"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("--device /dev/infiniband"), std::string::npos) << "no IB in the tree: " << r.out;
 }

@@ -121,6 +121,34 @@ TEST(Process, ReleasedChildOutlivesItsChildObject) {
   EXPECT_EQ(waitpid(pid, &status, 0), pid);
 }
 
+// kTerm: the child gets SIGTERM (which a container client passes on) when the thread that
+// spawned it ends, not SIGKILL.
+TEST(Process, ParentDeathTermSendsSigtermWhenTheSpawningThreadEnds) {
+  const std::string marker = ::testing::TempDir() + "/pdeath-term-" + std::to_string(getpid());
+  ::unlink(marker.c_str());
+  pid_t pid = -1;
+  std::thread([&] {
+    Options o;
+    o.parent_death = Options::ParentDeath::kTerm;
+    auto c = Child::spawn({"sh", "-c", "trap 'echo term > " + marker + "; exit 0' TERM; echo ready > " + marker +
+                                           ".ready; while :; do sleep 0.05; done"},
+                          o);
+    pid = c.release();
+    // The thread ends once the trap is set: a SIGTERM before that would end the shell anyway.
+    for (int i = 0; i < 200 && ::access((marker + ".ready").c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }).join();
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "it ended by its TERM trap, not by SIGKILL";
+  std::ifstream in(marker);
+  std::string word;
+  in >> word;
+  EXPECT_EQ(word, "term");
+  ::unlink(marker.c_str());
+  ::unlink((marker + ".ready").c_str());
+}
+
 TEST(Quote, RoundTripsThroughAShell) {
   std::vector<std::string> argv = {"printf", "%s|", "plain", "with space", "it's", "$(touch /tmp/pwned)", "", "a\"b"};
   auto r = run({"sh", "-c", quote_argv(argv)});

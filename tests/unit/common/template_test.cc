@@ -53,6 +53,43 @@ TEST(Template, SectionsNest) {
   EXPECT_EQ(render(t(text), Json{{"a", 0}, {"b", 1}}), ".");
 }
 
+TEST(Template, AListSectionRepeatsOncePerElement) {
+  const std::string text = "run{{#m}} -v {{.}}{{/m}} {{image}}{{#m}}{{#flag}}!{{/flag}}{{/m}}\n";
+  EXPECT_EQ(render(t(text), Json{{"m", {"/a:/a", "/b:/b"}}, {"image", "i"}, {"flag", true}}),
+            "run -v /a:/a -v /b:/b i!!\n");
+  EXPECT_EQ(render(t(text), Json{{"m", Json::array()}, {"image", "i"}, {"flag", true}}), "run i\n");
+  // Lists nest; an empty list's text is still checked for names.
+  EXPECT_EQ(render(t("{{#o}}[{{#i}}{{.}}{{/i}}]{{/o}}"), Json{{"o", {1, 2}}, {"i", {"x", "y"}}}), "[xy][xy]");
+  EXPECT_NE(error_of("{{#m}}{{nope}}{{/m}}", Json{{"m", Json::array()}}).find("x.sh:1: unknown placeholder 'nope'"),
+            std::string::npos);
+  EXPECT_NE(error_of("a\n{{#m}}{{.}}\n", Json{{"m", {"x"}}}).find("x.sh:2: section 'm' is never closed"),
+            std::string::npos);
+}
+
+TEST(Template, RendersAnArgvOneArgumentPerLine) {
+  const Template argv_t{"c.argv",
+                        "# a comment {{not_a_tag}}\nrun\n{{#gpus}}\n--gpus\nall\n{{/gpus}}\n{{#env}}\n-e\n{{.}}\n{{/env}}\n"
+                        "{{image}}\n"};
+  EXPECT_EQ(render_argv(argv_t, Json{{"gpus", false}, {"env", {"A=x y", "B='q'"}}, {"image", "#i"}}),
+            (std::vector<std::string>{"run", "-e", "A=x y", "-e", "B='q'", "#i"}));
+  EXPECT_EQ(render_argv(argv_t, Json{{"gpus", true}, {"env", Json::array()}, {"image", "i"}}),
+            (std::vector<std::string>{"run", "--gpus", "all", "i"}));
+  try {
+    render_argv(argv_t, Json{{"gpus", false}, {"env", {"A=1\n-v\n/:/host"}}, {"image", "i"}});
+    ADD_FAILURE() << "a value with a newline became arguments";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("the value of 'env' holds a newline"), std::string::npos) << e.what();
+  }
+  // Errors name the template's own line, comments counted.
+  try {
+    render_argv(Template{"c.argv", "# one\n# two\n{{missing}}\n"}, Json::object());
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.argv:3: unknown placeholder 'missing'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Template, UnknownPlaceholderNamesFileLineAndName) {
   const std::string e = error_of("one\ntwo {{nodes}}\nthree {{gpus}}\n", Json{{"nodes", 2}});
   EXPECT_NE(e.find("x.sh:3: unknown placeholder 'gpus'"), std::string::npos) << e;

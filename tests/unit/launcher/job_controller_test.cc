@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/container.h"
+
 namespace verl::launcher {
 namespace {
 
@@ -110,6 +112,40 @@ TEST(JobController, RankZeroShipsTheMetricsFileTheJobNames) {
   ASSERT_EQ(o1.size(), 1u);
   EXPECT_EQ(o0[0]["metrics_file"], "/data/run7/metrics.jsonl");
   EXPECT_EQ(o1[0]["metrics_file"], "") << "only rank 0's metrics are shipped";
+}
+
+TEST(JobController, OrdersCarryTheSpecsContainerNamedAfterTheClusterAndTask) {
+  for (const std::string runtime : {"podman", "none"}) {
+    JobStore store{":memory:"};
+    NodeRegistry registry{":memory:"};
+    ControllerOptions o;
+    o.cluster_name = "lab";
+    o.container = {{"runtime", runtime}, {"image", "verl:1"}, {"shm_size", "8g"}, {"mounts", {"/d:/d"}}};
+    JobController ctl(store, registry, o);
+    Resources r;
+    r.cpus = 2;
+    const auto n0 = registry.register_node("node-0", "host-a", 1, r, 0);
+    SubmitError e;
+    ASSERT_TRUE(ctl.submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}}},
+                           100, &e));
+    ASSERT_TRUE(ctl.submit(Json{{"kind", "probe"}, {"argv", {"probe", "--only", "shm"}}}, 100, &e));
+    ctl.heartbeat(n0, Json::array(), "10.0.0.1", "/w", 150);
+    ctl.tick(200);
+    const Json orders = ctl.heartbeat(n0, Json::array(), "10.0.0.1", "/w", 300);
+    ASSERT_EQ(orders.size(), 2u) << "the train rank and the probe: " << orders.dump();
+    for (const auto& order : orders) {
+      if (runtime == "none") {
+        EXPECT_FALSE(order.contains("container")) << order.dump();
+        continue;
+      }
+      ASSERT_TRUE(order.contains("container")) << "train and probe tasks alike: " << order.dump();
+      EXPECT_EQ(order["container"]["runtime"], "podman");
+      EXPECT_EQ(order["container"]["image"], "verl:1");
+      EXPECT_EQ(order["container"]["mounts"], Json::array({"/d:/d"}));
+      const std::string task = order["task"];
+      EXPECT_EQ(order["container"]["name"], container_name("lab", task));
+    }
+  }
 }
 
 TEST(JobController, EveryRankExitingZeroSucceeds) {
