@@ -141,7 +141,7 @@ rank_pids() {
 serr=$("$v" submit --name "$name" $tiny trainer.total_training_steps=3 2>&1 >/dev/null); rc=$?
 echo "$serr" | tail -3 >&2
 check "a job in a container SUCCEEDS" '[ $rc -eq 0 ] && grep -q "job-2 SUCCEEDED" <<<"$serr"'
-check "its metrics are on the host, through the mount" '[ "$(wc -l <"$dir/jobs/job-2/metrics.jsonl")" -ge 3 ]'
+check "its metrics are on the host, through the mount" '[ "$(wc -l <"$dir/jobs/job-2/checkpoints/verlctl/default/metrics.jsonl")" -ge 3 ]'
 check "its container is gone" '[ -z "$(containers)" ]'
 
 # 4. A running job: in its container, in a PID namespace of its own; stop ends both.
