@@ -1,18 +1,14 @@
 #!/usr/bin/env python3
-"""PyTorch's NCCL collectives on the sizes verlctl's NCCL probes swept, and the ratios.
+"""torch.distributed's NCCL collectives on the sizes verlctl's NCCL probes swept, and the ratios.
 
 Usage: nccl_vs_torch.py REPORT.json
-REPORT.json is `verlctl probe -o json` with nccl_intra / nccl_inter rows (their data.sweep) of one
-rank (world 1, this machine's GPU 0). Two peers, each timed the way the probe times itself:
-float32 sum, 5 warm-up and 20 timed launches back to back, wall clock ended by a device
-synchronise, algbw = the probe's size / time:
-  torch.cuda.nccl      torch's single-process NCCL (communicators over a list of GPUs, as
-                       nccl_intra's ncclCommInitAll), out of place like the probe;
-  torch.distributed    c10d's ProcessGroupNCCL, world 1: all_gather_into_tensor and
-                       reduce_scatter_tensor out of place; its all_reduce is in place only, and
-                       NCCL moves no byte for one rank in place, so that column is not comparable
-                       and gets no ratio.
-Prints verlctl / peer per size (1.00 = the same rate).
+REPORT.json is `verlctl probe -o json` with nccl_intra / nccl_inter rows (their data.sweep). This
+runs the same collectives with torch.distributed (backend nccl, one process: world 1, this
+machine's GPU 0; so the probe rows it compares with must also be one rank) the way the probe
+times them: float32 sum, 5 warm-up and 20 timed launches back to back, wall clock ended by
+cudaDeviceSynchronize, out of place where torch allows (all_reduce is in place in torch).
+algbw = size / time with the probe's size (all_reduce: the buffer; all_gather, reduce_scatter:
+the gathered / sent buffer), and verlctl / torch per size (1.00 = the same rate).
 """
 import json
 import os
@@ -21,7 +17,6 @@ import sys
 import time
 
 import torch
-import torch.cuda.nccl as tnccl
 import torch.distributed as dist
 
 
@@ -33,7 +28,19 @@ def free_port():
     return p
 
 
-def time_us(fn, warmup=5, iters=20):
+def torch_time_us(op, nbytes, dev, warmup=5, iters=20):
+    count = nbytes // 4  # float32 elements, the probe's size (n = 1: per rank = all)
+    if op == "all_reduce":
+        buf = torch.ones(count, dtype=torch.float32, device=dev)
+        fn = lambda: dist.all_reduce(buf)
+    elif op == "all_gather":
+        src = torch.ones(count, dtype=torch.float32, device=dev)
+        dst = torch.empty(count, dtype=torch.float32, device=dev)
+        fn = lambda: dist.all_gather_into_tensor(dst, src)
+    else:
+        src = torch.ones(count, dtype=torch.float32, device=dev)
+        dst = torch.empty(count, dtype=torch.float32, device=dev)
+        fn = lambda: dist.reduce_scatter_tensor(dst, src)
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -44,18 +51,6 @@ def time_us(fn, warmup=5, iters=20):
     return (time.perf_counter() - t0) / iters * 1e6
 
 
-def ops(op, nbytes, dev):
-    """(torch.cuda.nccl launch, c10d launch or None) for the probe's size with one rank."""
-    count = nbytes // 4  # float32; with one rank the per-rank count is the whole size
-    src = torch.ones(count, dtype=torch.float32, device=dev)
-    dst = torch.empty(count, dtype=torch.float32, device=dev)
-    if op == "all_reduce":
-        return (lambda: tnccl.all_reduce([src], [dst])), None
-    if op == "all_gather":
-        return (lambda: tnccl.all_gather([src], [dst])), (lambda: dist.all_gather_into_tensor(dst, src))
-    return (lambda: tnccl.reduce_scatter([src], [dst])), (lambda: dist.reduce_scatter_tensor(dst, src))
-
-
 def main():
     rows = json.load(open(sys.argv[1]))["rows"]
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -63,8 +58,7 @@ def main():
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl", rank=0, world_size=1, device_id=dev)
-    print(f"{'probe':10} {'collective':14} {'size':>10} {'verlctl':>9} {'t.cuda.nccl':>11} {'ratio':>6} "
-          f"{'c10d':>9} {'ratio':>6}   (algbw, GB/s)")
+    print(f"{'probe':10} {'collective':14} {'size':>10} {'verlctl GB/s':>13} {'torch GB/s':>11} {'ratio':>6}")
     for r in rows:
         if r["probe"] not in ("nccl_intra", "nccl_inter") or not isinstance(r.get("data"), dict):
             continue
@@ -72,16 +66,10 @@ def main():
             print(f"{r['probe']} {r['metric']}: {r['data'].get('nranks')} ranks, not comparable with one process: skipped")
             continue
         for p in r["data"].get("sweep", []):
-            mine = p["algbw_gbps"]
-            single, c10d = ops(r["metric"], p["bytes"], dev)
-            a = p["bytes"] / (time_us(single) * 1e-6) / 1e9
-            line = f"{r['probe']:10} {r['metric']:14} {p['bytes']:>10} {mine:>9.1f} {a:>11.1f} {mine / a:>6.2f} "
-            if c10d:
-                b = p["bytes"] / (time_us(c10d) * 1e-6) / 1e9
-                line += f"{b:>9.1f} {mine / b:>6.2f}"
-            else:
-                line += f"{'in place':>9} {'-':>6}"
-            print(line)
+            us = torch_time_us(r["metric"], p["bytes"], dev)
+            torch_gbps = p["bytes"] / (us * 1e-6) / 1e9
+            print(f"{r['probe']:10} {r['metric']:14} {p['bytes']:>10} {p['algbw_gbps']:>13.1f} {torch_gbps:>11.1f} "
+                  f"{p['algbw_gbps'] / torch_gbps:>6.2f}")
     dist.destroy_process_group()
 
 
