@@ -5,7 +5,9 @@
 //   verlctl probe --local -o json --exit-zero --head HOST --probe-ports TCP:TIME <probes.* thresholds> ...
 //
 // so that the tcp, clock and ports probes measure each node against the head (its probe servers,
-// GET /api/cluster's probe_ports) and every node is judged by the same thresholds. Each node's
+// GET /api/cluster's probe_ports) and every node is judged by the same thresholds. The head starts
+// those tasks as the ranks of the job, one per node (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT:
+// launcher/job_controller.h), so nccl_inter meets across all nodes as a training job's ranks would. Each node's
 // JSON report is that node's result, kept with the job at the head (GET /api/jobs/<id>).
 // Here the reports become one set of rows, the node column set to the node's name; versions are
 // compared across nodes (probes::compare_versions); a node that sent no report is a fail row.

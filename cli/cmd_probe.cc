@@ -6,8 +6,9 @@
 //                          machine: tcp and clock run against in-process servers on 127.0.0.1.
 //   --local --head HOST    what each node runs inside a cluster probe job: tcp, clock and ports
 //                          against the head's probe servers (--probe-ports) and ports. nccl_inter
-//                          runs only as ranks that RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT name,
-//                          which the cluster probe job does not set yet: it is skipped there.
+//                          runs as the rank that RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT name,
+//                          which the head sets for every task of a probe job (one rank per node,
+//                          launcher/job_controller.h); VERLCTL_NODE names the node in its rendezvous.
 //   (neither)              every node of the running cluster, through the head (cli/cluster_probe.h).
 #include <cstdlib>
 #include <filesystem>
@@ -46,6 +47,7 @@ struct ProbeArgs {
   std::string only;         // comma list of probe names
   std::string sizes;        // the NCCL sweep
   bool ring = false;
+  double rendezvous_timeout_s = 120;
   bool exit_zero = false;
   int matmul_n = 8192;
   std::vector<std::string> overrides;
@@ -73,16 +75,32 @@ std::vector<probes::Probe> chosen_probes(const std::string& only) {
   return out;
 }
 
-// RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, as the head hands them to a job's tasks; nullopt
-// unless WORLD_SIZE > 1.
+// RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, as the head hands them to every task of a job (a
+// cluster probe job too: one rank per node); nullopt when WORLD_SIZE is unset, or 1 without the
+// others (a shell that merely has WORLD_SIZE=1: this node alone).
 std::optional<probes::World> world_from_env() {
   auto get = [](const char* k) { const char* v = std::getenv(k); return v ? std::string(v) : std::string(); };
   const std::string size = get("WORLD_SIZE"), rank = get("RANK"), addr = get("MASTER_ADDR"), port = get("MASTER_PORT");
-  if (size.empty() || std::atoi(size.c_str()) < 2) return std::nullopt;
-  if (rank.empty() || addr.empty() || port.empty())
-    throw Error(ExitCode::kUsage, "WORLD_SIZE=" + size + " but RANK, MASTER_ADDR or MASTER_PORT is unset",
+  if (size.empty()) return std::nullopt;
+  const bool all = !rank.empty() && !addr.empty() && !port.empty();
+  auto number = [](const std::string& text, int lo, int hi) {
+    char* end = nullptr;
+    const long v = std::strtol(text.c_str(), &end, 10);
+    return !text.empty() && end && *end == '\0' && v >= lo && v <= hi ? static_cast<int>(v) : -1;
+  };
+  const int n = number(size, 1, 1 << 20);
+  if (n == 1 && !all) return std::nullopt;
+  if (n < 1 || !all)
+    throw Error(ExitCode::kUsage,
+                "WORLD_SIZE=" + size + (n < 1 ? " is not a positive number" : " but RANK, MASTER_ADDR or MASTER_PORT is unset"),
                 "a job's launcher sets all four; unset WORLD_SIZE to probe this node alone");
-  return probes::World{std::atoi(rank.c_str()), std::atoi(size.c_str()), {addr, std::atoi(port.c_str())}};
+  const int r = number(rank, 0, n - 1), p = number(port, 1, 65535);
+  if (r < 0 || p < 0)
+    throw Error(ExitCode::kUsage,
+                (r < 0 ? "RANK=" + rank + " is not in 0.." + std::to_string(n - 1) + " (WORLD_SIZE=" + size + ")"
+                       : "MASTER_PORT=" + port + " is not a port (1-65535)"),
+                "a job's launcher sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT together");
+  return probes::World{r, n, {addr, p}};
 }
 
 std::pair<int, int> parse_probe_ports(const std::string& text) {
@@ -132,6 +150,10 @@ void register_probe(CLI::App& app, Context& ctx) {
   cmd->add_option("--only", a->only, "Run only these probes (comma list, e.g. shm,disk,tcp)");
   cmd->add_option("--sizes", a->sizes, "NCCL sizes swept: MIN:MAX[:FACTOR] or a list (default 8:1G:8)");
   cmd->add_flag("--ring", a->ring, "NCCL_ALGO=Ring for the NCCL probes: the ring's links alone (the network)");
+  cmd->add_option("--rendezvous-timeout", a->rendezvous_timeout_s,
+                  "Seconds nccl_inter's ranks wait for each other at rank 0 before failing")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->default_str("120");
   cmd->add_option("--matmul-n", a->matmul_n, "The matmul probe's n (an n^3 bf16 product)")
       ->check(CLI::Range(64, 65536))
       ->default_str("8192");
@@ -148,6 +170,7 @@ void register_probe(CLI::App& app, Context& ctx) {
       "Examples:\n  verlctl probe --local\n  verlctl probe --local -f cluster.yaml --checkpoint-dir /data/ckpt -o json\n"
       "  verlctl probe --local probes.min_tcp_gbps=10 --tcp-mib 4096\n"
       "  verlctl probe --local --only h2d,d2h,d2d,matmul,nccl_intra --sizes 1M:1G:4 --ring\n"
+      "  verlctl probe --only nccl_intra,nccl_inter --sizes 1M:1G:4 --ring --rendezvous-timeout 300\n"
       "  verlctl up --local 2 --skip-preflight && verlctl probe --tcp-mib 64 probes.min_shm_gib=1");
   cmd->callback([&ctx, a, cmd] {
     std::string file = a->file;
@@ -175,6 +198,8 @@ void register_probe(CLI::App& app, Context& ctx) {
       if (!a->only.empty()) node_args.insert(node_args.end(), {"--only", a->only});
       if (!a->sizes.empty()) node_args.insert(node_args.end(), {"--sizes", a->sizes});
       if (a->ring) node_args.push_back("--ring");
+      if (cmd->get_option("--rendezvous-timeout")->count())
+        node_args.insert(node_args.end(), {"--rendezvous-timeout", std::to_string(a->rendezvous_timeout_s)});
       if (!a->checkpoint_dir.empty()) node_args.insert(node_args.end(), {"--checkpoint-dir", a->checkpoint_dir});
       const auto rep = run_cluster_probe(*client, head.address.host, spec, node_args, *ctx.err,
                                          &launcher::install_stop_flag());
@@ -187,13 +212,16 @@ void register_probe(CLI::App& app, Context& ctx) {
     const launcher::SystemReader reader;
     probes::Context pc;
     pc.spec = spec;
-    pc.node = reader.hostname();
+    // A cluster probe's task: the cluster's name for this node (two agents may share a host).
+    const char* node = std::getenv("VERLCTL_NODE");
+    pc.node = node && *node ? node : reader.hostname();
     pc.checkpoint_dir = a->checkpoint_dir.empty() ? default_checkpoint_dir() : a->checkpoint_dir;
     pc.tcp_mib = a->tcp_mib;
     pc.matmul_n = a->matmul_n;
     pc.nccl_ring = a->ring;
     if (!a->sizes.empty()) pc.nccl_sizes = probes::parse_size_sweep(a->sizes);
     pc.world = world_from_env();
+    pc.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(a->rendezvous_timeout_s * 1000));
     for (const auto& p : launcher::read_hca_ports(reader.sysfs_root()))
       pc.ib_ports.push_back({p.name(), p.state, p.link_layer, p.rate});
 

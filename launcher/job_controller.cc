@@ -174,7 +174,12 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
     order["files"] = {{"job.yaml", config::to_yaml(job.config)}};
     order["metrics_file"] = p.rank == 0 ? metrics_path(job.config) : "";
   } else {
-    env.push_back("VERLCTL_JOB=" + job.name());
+    // One rank per node, driving all its GPUs (nccl_inter's rendezvous, probes/nccl_probe.h):
+    // the rendezvous a training job gets, so the probe meets where a job will. VERLCTL_NODE is
+    // the name each rank gives itself there.
+    env.insert(env.end(), {"RANK=" + std::to_string(p.rank), "WORLD_SIZE=" + std::to_string(job.world_size),
+                           "MASTER_ADDR=" + addr, "MASTER_PORT=" + std::to_string(port), "VERLCTL_JOB=" + job.name(),
+                           "VERLCTL_NODE=" + p.node});
     Json argv = Json::array({"verlctl"});
     for (const auto& a : job.config.at("argv")) argv.push_back(a);
     order["argv"] = argv;
@@ -355,6 +360,26 @@ void JobController::tick(int64_t now_ms) {
   schedule(now_ms);
 }
 
+// Rank 0 binds head.store_port on its node for the job's rendezvous; another running job (train
+// or probe) whose rank 0 is there already holds it, so this one takes the next port up. A probe
+// job meets on the same port as a training job on purpose: nccl_inter then crosses the very
+// address and port (the firewall hole) a job's ranks will, and the ports probe, which checks the
+// store port from every node, only connects and closes: the rendezvous drops such a connection
+// (probes/nccl_probe.h) and the ports probe passes on an accept as on a refusal.
+Json JobController::rendezvous_on(const Placement& rank0) const {
+  std::set<int> used;
+  for (const auto& other : store_.jobs_in({JobState::kRunning})) {
+    if (other.id == rank0.job) continue;
+    for (const auto& q : store_.placements(other.id, other.attempt))
+      if (q.rank == 0 && q.node == rank0.node && q.state != TaskState::kExited)
+        used.insert(other.rendezvous.value("master_port", 0));
+  }
+  int port = options_.store_port;
+  while (used.count(port)) ++port;
+  auto addr = address_.find(rank0.node);
+  return {{"master_addr", addr != address_.end() ? addr->second : rank0.host}, {"master_port", port}};
+}
+
 void JobController::schedule(int64_t now_ms) {
   std::vector<NodeRecord> alive;
   for (const auto& n : registry_.nodes())
@@ -381,6 +406,7 @@ void JobController::schedule(int64_t now_ms) {
         placements.push_back(p);
       }
       job.nnodes = job.world_size = static_cast<int>(alive.size());
+      job.rendezvous = rendezvous_on(placements.front());
     } else {
       if (train_blocked) {
         pending_reason_[job.id] = "waiting for the jobs submitted before it";
@@ -417,21 +443,7 @@ void JobController::schedule(int64_t now_ms) {
         p.device = r.device;
         placements.push_back(p);
       }
-      // Rank 0 binds head.store_port on its node; another job whose rank 0 is there already holds
-      // it, so this one takes the next port up.
-      const std::string& node0 = placements.front().node;
-      std::set<int> used;
-      for (const auto& other : store_.jobs_in({JobState::kRunning})) {
-        if (other.id == job.id || other.kind != "train") continue;
-        for (const auto& q : store_.placements(other.id, other.attempt))
-          if (q.rank == 0 && q.node == node0 && q.state != TaskState::kExited)
-            used.insert(other.rendezvous.value("master_port", 0));
-      }
-      int port = options_.store_port;
-      while (used.count(port)) ++port;
-      auto addr = address_.find(node0);
-      job.rendezvous = {{"master_addr", addr != address_.end() ? addr->second : placements.front().host},
-                        {"master_port", port}};
+      job.rendezvous = rendezvous_on(placements.front());
     }
     store_.add_placements(placements);
     pending_reason_.erase(job.id);

@@ -77,6 +77,8 @@ class JobController {
 
  private:
   nlohmann::ordered_json start_order(const JobRecord& job, const Placement& p) const;
+  // {master_addr, master_port} for a job whose rank 0 is placed so (mu_ held).
+  nlohmann::ordered_json rendezvous_on(const Placement& rank0) const;
   void schedule(int64_t now_ms);
   // The task ended (exited, gone, node lost): records it and decides what it means for its job.
   void task_ended(Placement p, int64_t now_ms);

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "common/error.h"
 #include "probes/probes.h"
 
 namespace verl::probes {
@@ -77,6 +78,9 @@ std::vector<Row> run_probes(const std::vector<Probe>& probes, const Context& ctx
       r.unit = d.metrics.empty() ? "" : d.metrics.front().unit;
       r.status = Status::kFail;
       r.detail = e.what();
+      // What to try travels with the row: the node's report is all the asking side sees.
+      if (const auto* err = dynamic_cast<const Error*>(&e); err && !err->hint().empty())
+        r.detail += " (try: " + err->hint() + ")";
       rows.push_back(r);
       continue;
     }

@@ -153,32 +153,46 @@ std::string recv_str(int fd) {
   return s;
 }
 
-constexpr uint64_t kMagic = 0x76726c6e63636c31ull;  // "vrlnccl1": not some other service on the port
+constexpr uint64_t kMagic = 0x76726c6e63636c32ull;  // "vrlnccl2": not some other service on the port
+
+// A rank sends its hello as soon as it is connected: a connection that says nothing this long
+// (the ports probe's connect-and-close, a port scanner) is dropped, not waited for.
+constexpr std::chrono::milliseconds kHelloTimeout{3000};
 
 struct Hello {
-  int rank = 0;
-  int gpus = 0;
+  RendezvousMember member;
   bool ready = false;
-  std::string host;
   std::string why;
 };
 
+void send_member(int fd, const RendezvousMember& m) {
+  send_u64(fd, static_cast<uint64_t>(m.rank));
+  send_u64(fd, static_cast<uint64_t>(m.gpus));
+  send_str(fd, m.node);
+  send_str(fd, m.host);
+}
+
+RendezvousMember recv_member(int fd) {
+  RendezvousMember m;
+  m.rank = static_cast<int>(recv_u64(fd));
+  m.gpus = static_cast<int>(recv_u64(fd));
+  m.node = recv_str(fd);
+  m.host = recv_str(fd);
+  return m;
+}
+
 void send_hello(int fd, const Hello& h) {
   send_u64(fd, kMagic);
-  send_u64(fd, static_cast<uint64_t>(h.rank));
-  send_u64(fd, static_cast<uint64_t>(h.gpus));
+  send_member(fd, h.member);
   send_u64(fd, h.ready ? 1 : 0);
-  send_str(fd, h.host);
   send_str(fd, h.why);
 }
 
 Hello recv_hello(int fd) {
   if (recv_u64(fd) != kMagic) throw Error(ExitCode::kFailure, "rendezvous: a connection that is not a verlctl probe");
   Hello h;
-  h.rank = static_cast<int>(recv_u64(fd));
-  h.gpus = static_cast<int>(recv_u64(fd));
+  h.member = recv_member(fd);
   h.ready = recv_u64(fd) != 0;
-  h.host = recv_str(fd);
   h.why = recv_str(fd);
   return h;
 }
@@ -190,6 +204,8 @@ void send_answer(int fd, const RendezvousResult& r) {
   send_u64(fd, static_cast<uint64_t>(r.nranks));
   send_u64(fd, static_cast<uint64_t>(r.nprocs));
   send_u64(fd, static_cast<uint64_t>(r.nnodes));
+  send_u64(fd, r.members.size());
+  for (const auto& m : r.members) send_member(fd, m);
   send_all(fd, r.id.internal, sizeof r.id.internal);
 }
 
@@ -201,6 +217,9 @@ RendezvousResult recv_answer(int fd) {
   r.nranks = static_cast<int>(recv_u64(fd));
   r.nprocs = static_cast<int>(recv_u64(fd));
   r.nnodes = static_cast<int>(recv_u64(fd));
+  const uint64_t n = recv_u64(fd);
+  if (n > (1u << 20)) throw Error(ExitCode::kFailure, "rendezvous: rank 0 sent " + std::to_string(n) + " members");
+  for (uint64_t i = 0; i < n; ++i) r.members.push_back(recv_member(fd));
   recv_all(fd, r.id.internal, sizeof r.id.internal);
   return r;
 }
@@ -210,56 +229,91 @@ std::chrono::milliseconds left_until(Clock::time_point deadline) {
                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
 }
 
+std::string seconds_text(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000);
+  return buf;
+}
+
+std::string who(const RendezvousMember& m) {
+  return m.node == m.host || m.host.empty() ? m.node : m.node + " (" + m.host + ")";
+}
+
 }  // namespace
 
-RendezvousResult rendezvous(const World& world, int local_gpus, bool ready, const std::string& why_not_ready,
-                            const std::string& hostname, const std::function<NcclUniqueId()>& make_id,
-                            std::chrono::milliseconds timeout) {
+RendezvousResult rendezvous(const World& world, const RendezvousMember& me_in, bool ready, const std::string& why_not_ready,
+                            const std::function<NcclUniqueId()>& make_id, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  const Hello mine{world.rank, local_gpus, ready, hostname, why_not_ready};
+  RendezvousMember me = me_in;
+  me.rank = world.rank;
+  const Hello mine{me, ready, why_not_ready};
+  const std::string port = std::to_string(world.master.port);
   if (world.rank != 0) {
     std::string why;
     for (;;) {
       auto s = try_connect(world.master, std::min(left_until(deadline), std::chrono::milliseconds(2000)), &why);
       if (s) {
+        // Rank 0 answers once every rank has come: up to the whole timeout from now.
         set_io_timeout(s->fd(), std::max(left_until(deadline), std::chrono::milliseconds(1000)));
         send_hello(s->fd(), mine);
-        return recv_answer(s->fd());
+        try {
+          return recv_answer(s->fd());
+        } catch (const Error& e) {
+          throw Error(ExitCode::kTimedOut,
+                      "nccl rendezvous: rank " + std::to_string(world.rank) + " on " + who(me) +
+                          " reached rank 0 at " + world.master.str() + " but got no answer (" + e.what() +
+                          "): rank 0 gave up within " + seconds_text(timeout) + " or died",
+                      "rank 0 waits for every rank: its nccl_inter row names the ranks that never came");
+        }
       }
       if (Clock::now() >= deadline)
         throw Error(ExitCode::kTimedOut,
-                    "nccl rendezvous: rank " + std::to_string(world.rank) + " could not reach rank 0 at " +
-                        world.master.str() + " within " + std::to_string(timeout.count() / 1000) + " s (" + why + ")",
-                    "is rank 0 running, and MASTER_ADDR/MASTER_PORT reachable from this node?");
+                    "nccl rendezvous: rank " + std::to_string(world.rank) + " on " + who(me) +
+                        " could not reach rank 0 at " + world.master.str() + " within " + seconds_text(timeout) +
+                        " (" + why + ")",
+                    "is rank 0's probe running (its nccl_inter row says why not), and is port " + port +
+                        " of MASTER_ADDR open from this node? slow nodes: a longer --rendezvous-timeout");
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
 
-  Socket listener = listen_on("0.0.0.0", world.master.port, nullptr);
+  Socket listener;
+  try {
+    listener = listen_on("0.0.0.0", world.master.port, nullptr);
+  } catch (const Error& e) {
+    throw Error(ExitCode::kFailure,
+                "nccl rendezvous: rank 0 on " + who(me) + " cannot listen on port " + port + ": " + e.what(),
+                "another process holds the port (a leftover rank 0? 'ss -ltnp sport = :" + port +
+                    "' names it); free it, or pick another head.store_port");
+  }
   std::map<int, Hello> hellos{{0, mine}};
   std::map<int, Socket> conns;
   while (static_cast<int>(hellos.size()) < world.size) {
     auto c = accept_within(listener, std::min(left_until(deadline), std::chrono::milliseconds(500)));
     if (!c) {
       if (Clock::now() < deadline) continue;
-      std::string missing;
+      std::string missing, joined;
       for (int r = 0; r < world.size; ++r)
         if (!hellos.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      for (const auto& [r, h] : hellos) joined += (joined.empty() ? "" : ", ") + std::to_string(r) + " " + who(h.member);
       throw Error(ExitCode::kTimedOut,
-                  "nccl rendezvous: ranks " + missing + " never reached rank 0 on port " +
-                      std::to_string(world.master.port) + " within " + std::to_string(timeout.count() / 1000) + " s",
-                  "did every node start the probe? is the port open between the nodes?");
+                  "nccl rendezvous: rank" + std::string(world.size - hellos.size() > 1 ? "s " : " ") + missing +
+                      " of " + std::to_string(world.size) + " never reached rank 0 on " + who(me) + " port " + port +
+                      " within " + seconds_text(timeout) + " (joined: " + joined + ")",
+                  "did every node start the probe (a cluster probe: 'verlctl logs JOB --rank N')? is port " + port +
+                      " open between the nodes? slow nodes: a longer --rendezvous-timeout");
     }
-    set_io_timeout(c->fd(), kIoTimeout);
+    set_io_timeout(c->fd(), kHelloTimeout);
     Hello h;
     try {
       h = recv_hello(c->fd());
     } catch (const Error&) {
       continue;  // a stray connection: not one of ours
     }
-    if (h.rank <= 0 || h.rank >= world.size || hellos.count(h.rank)) continue;
-    hellos[h.rank] = h;
-    conns[h.rank] = std::move(*c);
+    if (h.member.rank <= 0 || h.member.rank >= world.size || hellos.count(h.member.rank)) continue;
+    set_io_timeout(c->fd(), kIoTimeout);
+    hellos[h.member.rank] = h;
+    conns[h.member.rank] = std::move(*c);
   }
 
   RendezvousResult base;
@@ -267,11 +321,12 @@ RendezvousResult rendezvous(const World& world, int local_gpus, bool ready, cons
   base.nprocs = world.size;
   std::set<std::string> hosts;
   for (const auto& [rank, h] : hellos) {
-    hosts.insert(h.host);
-    base.nranks += h.gpus;
+    hosts.insert(h.member.host);
+    base.nranks += h.member.gpus;
+    base.members.push_back(h.member);
     if (!h.ready && base.go) {
       base.go = false;
-      base.why_not = "rank " + std::to_string(rank) + " on " + h.host + " is not ready: " + h.why;
+      base.why_not = "rank " + std::to_string(rank) + " on " + who(h.member) + " is not ready: " + h.why;
     }
   }
   base.nnodes = static_cast<int>(hosts.size());
@@ -281,11 +336,27 @@ RendezvousResult rendezvous(const World& world, int local_gpus, bool ready, cons
   for (const auto& [rank, h] : hellos) {
     RendezvousResult r = base;
     r.first_rank = first;
-    first += h.gpus;
+    first += h.member.gpus;
     if (rank == 0) own = r;
     else send_answer(conns.at(rank).fd(), r);
   }
   return own;
+}
+
+std::string describe_rendezvous(const World& world, const RendezvousResult& r) {
+  std::string names;
+  for (size_t i = 0; i < r.members.size() && i < 8; ++i) names += (i ? ", " : "") + r.members[i].node;
+  if (r.members.size() > 8) names += ", ... " + std::to_string(r.members.size() - 8) + " more";
+  return "rank " + std::to_string(world.rank) + " of " + std::to_string(world.size) + " met rank 0 at " +
+         world.master.str() + ": " + std::to_string(r.nprocs) + " processes on " + std::to_string(r.nnodes) +
+         (r.nnodes == 1 ? " host, " : " hosts, ") + std::to_string(r.nranks) + " GPUs (" + names + ")";
+}
+
+Json rendezvous_json(const World& world, const RendezvousResult& r) {
+  Json members = Json::array();
+  for (const auto& m : r.members) members.push_back({{"rank", m.rank}, {"node", m.node}, {"host", m.host}, {"gpus", m.gpus}});
+  return {{"rank", world.rank}, {"world_size", world.size}, {"master", world.master.str()}, {"hosts", r.nnodes},
+          {"gpus", r.nranks}, {"members", members}};
 }
 
 // --- the sweep ----------------------------------------------------------------------------------
@@ -418,13 +489,16 @@ std::vector<SweepPoint> sweep(const Comms& c, Collective op, const std::vector<u
 }
 
 // The rows of one scope: per collective, busbw at the largest size, the sweep as data.
-std::vector<Measurement> report(const Comms& c, const Context& ctx, const std::string& scope, const std::string& algo) {
+// rendezvous: nccl_inter's (rendezvous_json), kept in every row's data; null for nccl_intra.
+std::vector<Measurement> report(const Comms& c, const Context& ctx, const std::string& scope, const std::string& algo,
+                                const Json& rendezvous = nullptr) {
   const auto& sizes = ctx.nccl_sizes.empty() ? nccl_default_sizes() : ctx.nccl_sizes;
   std::vector<Measurement> out;
   for (const auto& d : collectives()) {
     const auto points = sweep(c, d.op, sizes, ctx.nccl_warmup, ctx.nccl_iters);
     Json data = {{"scope", scope}, {"nranks", c.nranks}, {"factor", d.factor}, {"algo", algo},
                  {"sweep", Json::array()}};
+    if (!rendezvous.is_null()) data["rendezvous"] = rendezvous;
     const SweepPoint* bad = nullptr;
     for (const auto& p : points) {
       data["sweep"].push_back({{"bytes", p.bytes}, {"count", p.count}, {"time_us", p.time_us},
@@ -515,13 +589,15 @@ Probe nccl_intra_probe() {
 Probe nccl_inter_probe() {
   Probe p;
   p.descriptor = nccl_descriptor("nccl_inter",
-                                 "NCCL busbw over every GPU of the job's ranks (RANK/WORLD_SIZE/MASTER_ADDR/"
-                                 "MASTER_PORT; ncclUniqueId from rank 0 over TCP), sizes swept, data checked");
+                                 "NCCL busbw over every GPU of the job's ranks, one process per node as the "
+                                 "cluster probe job starts them (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT; "
+                                 "ncclUniqueId from rank 0 over TCP), sizes swept, data checked");
   p.run = [](const Context& ctx) {
-    if (!ctx.world || ctx.world->size < 2)
-      return skipped_all("skipped: not launched as ranks (RANK/WORLD_SIZE unset or 1); start "
-                         "'verlctl probe --local --only nccl_inter' on every node with RANK, WORLD_SIZE, "
-                         "MASTER_ADDR and MASTER_PORT set (the cluster probe job does not launch it as ranks yet)");
+    if (!ctx.world)
+      return skipped_all("skipped: not launched as ranks (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT unset): "
+                         "'verlctl probe' on a running cluster starts it on every node as ranks; by hand, start "
+                         "'verlctl probe --local --only nccl_inter' on every node with the four set");
+    const World& world = *ctx.world;
     std::vector<Measurement> skip;
     const int n = cuda_devices_or_skip(ctx, "all_reduce", &skip);
     // Every process joins the rendezvous, a GPU-less one too, so that no rank waits for it; one
@@ -537,16 +613,24 @@ Probe nccl_inter_probe() {
       why = "NCCL is not loadable: " + nccl().why;
     }
     const std::string algo = has_gpus && fine ? apply_algo(ctx.nccl_ring) : "";
+    const std::string host = this_host();
     const RendezvousResult r = rendezvous(
-        *ctx.world, has_gpus && fine ? n : 0, fine, why, this_host(),
+        world, RendezvousMember{world.rank, ctx.node.empty() ? host : ctx.node, host, has_gpus && fine ? n : 0}, fine,
+        why,
         [] {
           NcclUniqueId id{};
           check_nccl(nccl().get_unique_id(&id), "ncclGetUniqueId");
           return id;
         },
         ctx.rendezvous_timeout);
-    if (!r.go) return failed_all("nccl rendezvous: " + r.why_not);
-    if (!has_gpus) return skipped_all(why);
+    const std::string met = describe_rendezvous(world, r);
+    const Json rv = rendezvous_json(world, r);
+    auto with_rendezvous = [&](std::vector<Measurement> rows) {
+      for (auto& m : rows) m.data = Json{{"scope", "rendezvous"}, {"rendezvous", rv}};
+      return rows;
+    };
+    if (!r.go) return with_rendezvous(failed_all("nccl rendezvous: " + r.why_not + "; " + met));
+    if (!has_gpus) return with_rendezvous(skipped_all(why + "; " + met));
     const Nccl& nc = nccl();
     Comms c;
     c.nranks = r.nranks;
@@ -563,9 +647,11 @@ Probe nccl_inter_probe() {
       check_cuda(cudart().set_device(g), "gpu " + std::to_string(g) + ": cudaSetDevice");
       c.streams.emplace_back("gpu " + std::to_string(g));
     }
-    const std::string scope = (r.nnodes > 1 ? "inter-node (" : "one node, several processes (") +
-                              std::to_string(r.nnodes) + " nodes, " + std::to_string(r.nprocs) + " processes)";
-    return report(c, ctx, scope, algo);
+    const std::string scope = r.nnodes > 1    ? "inter-node (" + std::to_string(r.nnodes) + " hosts, " +
+                                                  std::to_string(r.nprocs) + " processes)"
+                              : r.nprocs > 1 ? "one host, " + std::to_string(r.nprocs) + " processes"
+                                             : "one process on one host (WORLD_SIZE=1)";
+    return report(c, ctx, scope, algo, rv);
   };
   return p;
 }

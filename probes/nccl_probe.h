@@ -22,7 +22,8 @@
 //
 // Two scopes, reported apart: nccl_intra (this process over all its GPUs, ncclCommInitAll) and
 // nccl_inter (every rank of a job launched through the cluster: RANK/WORLD_SIZE/MASTER_ADDR/
-// MASTER_PORT; rank 0 hands out the ncclUniqueId over TCP with rendezvous() below).
+// MASTER_PORT, one process per node driving all its GPUs, as the cluster probe job starts it;
+// rank 0 hands out the ncclUniqueId over TCP with rendezvous() below).
 #pragma once
 
 #include <chrono>
@@ -66,12 +67,23 @@ uint64_t nccl_bytes(Collective op, uint64_t count, int n);
 double algbw_gbps(uint64_t bytes, double seconds);
 double busbw_gbps(Collective op, uint64_t bytes, double seconds, int n);
 
-// One process's part in nccl_inter's rendezvous over TCP. Every process sends rank 0
-// {rank, local GPUs, ready, hostname, why-not-ready}; rank 0 answers each with the overall go
+// One process of nccl_inter's rendezvous, as it introduces itself to rank 0.
+struct RendezvousMember {
+  int rank = 0;
+  std::string node;  // the cluster's name for the node (VERLCTL_NODE), else the hostname
+  std::string host;  // gethostname(): processes on one host are one node for the scope
+  int gpus = 0;      // its NCCL ranks (0: joins without a GPU)
+};
+
+// One process's part in nccl_inter's rendezvous over TCP. Every process sends rank 0 its
+// RendezvousMember, whether it is ready, and why not; rank 0 answers each with the overall go
 // (every process ready), its first NCCL rank (processes in RANK order, GPUs in index order), the
-// number of NCCL ranks and of distinct hosts, and the ncclUniqueId (make_id is called once on rank
-// 0, only when there is a go). Rank 0 listens on 0.0.0.0:master.port; the others retry connecting
-// until the timeout. Throws verl::Error(timed out / unreachable) naming who never came.
+// number of NCCL ranks and of distinct hosts, every member, and the ncclUniqueId (make_id is
+// called once on rank 0, only when there is a go and a GPU). Rank 0 listens on
+// 0.0.0.0:master.port (a connection that is not a rank, such as the ports probe's, is dropped
+// without holding the others up); the others retry connecting until the timeout. Throws
+// verl::Error: timed out naming the ranks that never came (rank 0) or the rank 0 that never
+// answered (the others); failure when rank 0 cannot listen on the port.
 struct RendezvousResult {
   bool go = false;
   std::string why_not;  // when !go: which rank on which host is not ready, and why
@@ -79,11 +91,17 @@ struct RendezvousResult {
   int nranks = 0;
   int nprocs = 0;
   int nnodes = 0;
+  std::vector<RendezvousMember> members;  // every process, in RANK order
   NcclUniqueId id{};
 };
-RendezvousResult rendezvous(const World& world, int local_gpus, bool ready, const std::string& why_not_ready,
-                            const std::string& hostname, const std::function<NcclUniqueId()>& make_id,
-                            std::chrono::milliseconds timeout);
+RendezvousResult rendezvous(const World& world, const RendezvousMember& me, bool ready, const std::string& why_not_ready,
+                            const std::function<NcclUniqueId()>& make_id, std::chrono::milliseconds timeout);
+
+// One line for a report: "rank 1 of 4 met rank 0 at 10.0.0.1:6379: 4 processes on 2 hosts, 8 GPUs
+// (node-0, node-1, node-2, node-3)"; at most 8 members are named.
+std::string describe_rendezvous(const World& world, const RendezvousResult& r);
+// The same for -o json: {rank, world_size, master, nodes, gpus, members: [{rank, node, host, gpus}]}.
+Json rendezvous_json(const World& world, const RendezvousResult& r);
 
 // One size of a sweep.
 struct SweepPoint {

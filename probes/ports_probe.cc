@@ -1,6 +1,8 @@
 // ports: the head's dashboard (HTTP API) port accepts TCP connections from here, and its store
-// (rendezvous) port is reachable: accepting, or refusing because no job's rank 0 holds it now. A firewall or a head bound to 127.0.0.1 shows up now instead of as an agent that
-// never registers or a rank that hangs in rendezvous.
+// (rendezvous) port is reachable: accepting (a job's rank 0 holds it now, the cluster probe's own
+// nccl_inter rank 0 among them: it drops this connect-and-close), or refusing because none does.
+// A firewall or a head bound to 127.0.0.1 shows up now instead of as an agent that never
+// registers or a rank that hangs in rendezvous.
 #include <cstdio>
 
 #include "probes/net.h"
@@ -24,7 +26,10 @@ Measurement check(const std::string& metric, const Endpoint& to, std::chrono::mi
     return {metric, ms(), why + ": nothing listens between jobs (a job's rank 0 binds it), and the host answered, so "
                           "no firewall drops it", {}};
   if (!s) return {metric, std::nullopt, why, Status::kFail};
-  return {metric, ms(), to.str() + " accepts connections", {}};
+  return {metric, ms(),
+          to.str() + " accepts connections" +
+              (expect == Expect::kBetweenJobs ? ": a job's rank 0 listens on it now (a cluster probe's own nccl_inter too)" : ""),
+          {}};
 }
 
 }  // namespace

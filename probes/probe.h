@@ -90,8 +90,9 @@ struct IbPort {
 
 class GpuSource;  // probes/gpu_probe.h
 
-// A process's place in a job launched through the cluster, as torchrun-style launchers hand it
-// over (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): the nccl_inter probe's rendezvous.
+// A process's place in a job launched through the cluster, as torchrun-style launchers and the
+// head (for train and probe jobs alike) hand it over (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT): the nccl_inter probe's rendezvous.
 struct World {
   int rank = 0;
   int size = 1;
@@ -125,6 +126,7 @@ struct Context {
   int nccl_iters = 20;
   bool nccl_ring = false;                // NCCL_ALGO=Ring: the ring's links, not NVLS/trees
   std::optional<World> world;            // nccl_inter: this process's place among the job's ranks
+                                         // (nullopt: not launched as ranks, skipped)
   std::chrono::milliseconds rendezvous_timeout{120000};
   std::chrono::milliseconds connect_timeout{2000};
 };

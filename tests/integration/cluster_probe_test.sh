@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `verlctl probe` across a real local cluster (up --local 2): a job of kind probe at the head, a
 # row per node and probe with the node column, tcp/clock/ports measured against the head's probe
-# servers, -o json with the job id, the reports kept at the head, an impossible threshold failing
-# with exit 5 naming node and probe; `up` running the same preflight (and failing it with exit 5,
+# servers, -o json with the job id, the reports kept at the head, nccl_inter run by the head as
+# one rank per node (both meet at rank 0 on the store port and skip without a GPU; GPUs the spec
+# promises fail every rank naming the node), an impossible threshold failing with exit 5 naming
+# node and probe; `up` running the same preflight (and failing it with exit 5,
 # the cluster left up) unless --skip-preflight. Own VERLCTL_HOME and free ports.
 set -u
 v=${VERLCTL:?}
@@ -57,6 +59,15 @@ for n in node-0 node-1; do
   check "$n reports versions" 'field "$out" $n versions verlctl detail | grep -q "commit "'
   check "$n skips the GPU rate probes without a device" '[ "$(field "$out" $n matmul bf16 status)" = skipped ]'
 done
+for r in 0 1; do
+  n=node-$r
+  check "$n's nccl_inter ran as rank $r and met both nodes at rank 0" \
+    'field "$out" $n nccl_inter all_reduce detail | grep -q "rank $r of 2 met rank 0 at 127.0.0.1:$store: 2 processes on 1 host, 0 GPUs (node-0, node-1)"'
+  check "$n's nccl_inter skips without a device" '[ "$(field "$out" $n nccl_inter reduce_scatter status)" = skipped ] &&
+    field "$out" $n nccl_inter reduce_scatter detail | grep -q "^skipped: no CUDA device"'
+  check "$n's nccl_inter JSON names both members" \
+    '[ "$(field "$out" $n nccl_inter all_gather data | python3 -c "import json,sys; print(*[m[\"node\"] for m in json.load(sys.stdin)[\"rendezvous\"][\"members\"]])")" = "node-0 node-1" ]'
+done
 check "the versions agree: no cross-node row" '[ "$(field "$out" "*" versions verlctl status)" = "<none>" ]'
 kept=$("$v" status "$job" --name "$name" -o json 2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin).get("results",{}); print(len(r), sum(len(v["rows"]) for v in r.values()))')
 check "the head keeps both nodes' reports with the job" '[ "${kept%% *}" = 2 ] && [ "${kept##* }" -gt 20 ]'
@@ -71,6 +82,15 @@ check "an impossible shm threshold exits 5" '[ $rc -eq 5 ]'
 check "each node's shm row fails" '[ "$(field "$out" node-0 shm size status)" = fail ] && [ "$(field "$out" node-1 shm size status)" = fail ]' || { cat "$VERLCTL_HOME/err" >&2; echo "$out" >&2; }
 check "the error names node and probe" 'grep -q "node-0 shm.size" "$VERLCTL_HOME/err" && grep -q "node-1 shm.size" "$VERLCTL_HOME/err"'
 check "the other rows still pass" '[ "$(field "$out" node-1 disk free status)" = pass ]'
+
+# The spec promises GPUs these nodes lack: nccl_inter's ranks still meet, and every node fails
+# naming the rank that is not ready, instead of hanging or skipping.
+out=$("$v" probe --name "$name" --only nccl_inter --rendezvous-timeout 30 slurm.gpus_per_node=1 -o json 2>"$VERLCTL_HOME/err"); rc=$?
+check "GPUs promised but absent: nccl_inter exits 5" '[ $rc -eq 5 ]' || { cat "$VERLCTL_HOME/err" >&2; echo "$out" >&2; }
+for n in node-0 node-1; do
+  check "$n's nccl_inter fails naming rank 0 as not ready" '[ "$(field "$out" $n nccl_inter all_reduce status)" = fail ] &&
+    field "$out" $n nccl_inter all_reduce detail | grep -q "rank 0 on node-0 .*is not ready: the spec gives this node 1 GPUs"'
+done
 
 "$v" down --name "$name" --timeout 10 >/dev/null 2>&1
 check "probe without a running cluster exits 4" '"$v" probe --name "$name" >/dev/null 2>&1; [ $? -eq 4 ]'

@@ -3,8 +3,9 @@
 # (scripts/services/sshd-loopback.sh), started and stopped here; up --skip-preflight, then the
 # probes on every host through the head: per host a row of tcp (bandwidth to the head's probe
 # server), ports (the head's dashboard), shm, disk, clock (offset against the head's time
-# server) and versions, all passing and agreeing; a threshold no host meets exits 5 naming each
-# host; then `up` itself running the preflight. Nothing is left running.
+# server) and versions, all passing and agreeing; nccl_inter run by the head as ranks 0-3, one
+# per host, that meet at rank 0 and skip without a GPU; a threshold no host meets exits 5 naming
+# each host; then `up` itself running the preflight. Nothing is left running.
 set -euo pipefail
 : "${VERLCTL:?set VERLCTL to the verlctl binary}" "${VERL_SOURCE_DIR:?set VERL_SOURCE_DIR}"
 
@@ -78,6 +79,25 @@ for h in $hosts; do
   field "$json" $h ports dashboard detail | grep -q "127.0.0.1:$dash accepts" || fail "$h did not reach the dashboard port"
   [ "$(field "$json" $h gpu count status)" = skipped ] || fail "$h: gpu not skipped without a device"
 done
+# nccl_inter: the head started one rank per host with RANK/WORLD_SIZE/MASTER_*; all four met at
+# rank 0 (the first host, on the store port) and, without a GPU, skipped saying so.
+members=$(python3 -c 'import json,sys
+d=json.loads(sys.argv[1])
+seen=set()
+for r in d["rows"]:
+    if r["probe"]!="nccl_inter": continue
+    assert r["status"]=="skipped", r
+    assert r["detail"].startswith("skipped: no CUDA device"), r["detail"]
+    rv=r["data"]["rendezvous"]
+    assert rv["world_size"]==4 and rv["master"].endswith(":'"$store"'"), rv
+    assert [m["rank"] for m in rv["members"]]==[0,1,2,3], rv
+    assert "of 4 met rank 0 at" in r["detail"] and "4 processes" in r["detail"], r["detail"]
+    assert rv["members"][rv["rank"]]["node"]==r["node"], rv  # each host is the rank it says
+    seen.add((r["node"], rv["rank"], " ".join(sorted(m["node"] for m in rv["members"]))))
+print(len(seen), " ".join(set(s[2] for s in seen)), " ".join(sorted(str(s[1]) for s in seen)))' "$json") ||
+  fail "nccl_inter did not rendezvous across the 4 hosts: $json"
+[ "$members" = "4 $hosts 0 1 2 3" ] || fail "nccl_inter's ranks: '$members', not 4 ranks 0-3 that each met $hosts"
+echo "ok: nccl_inter ran as ranks 0-3 on the 4 hosts and met at rank 0" >&2
 [ "$(field "$json" "*" versions verlctl status)" = "<none>" ] || fail "the hosts' versions differ: $json"
 job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["job"])' "$json")
 n=$("$VERLCTL" status "$job" --name sshp -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("results",{})))')

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "launcher/container.h"
 
 namespace verl::launcher {
@@ -146,6 +148,52 @@ TEST(JobController, OrdersCarryTheSpecsContainerNamedAfterTheClusterAndTask) {
       EXPECT_EQ(order["container"]["name"], container_name("lab", task));
     }
   }
+}
+
+// The order for `job` in a heartbeat's answer.
+Json order_of(const Json& orders, const std::string& job) {
+  for (const auto& o : orders)
+    if (o.value("job", std::string()) == job) return o;
+  return Json();
+}
+
+TEST(JobController, AProbeJobsTasksAreRanksOfOneRendezvousOnAFreePort) {
+  Cluster c;
+  c.beat(c.n0, Json::array(), 150);
+  c.beat(c.n1, Json::array(), 150);
+  // A training job's rank 0 holds the store port on node-0 ...
+  const auto train = c.submit(kTwoRanks);
+  c.ctl->tick(200);
+  ASSERT_EQ(c.state(train.id), JobState::kRunning);
+  // ... so the probe job, whose rank 0 is node-0 too, meets on the next port up.
+  SubmitError e;
+  const auto probe = c.ctl->submit(Json{{"kind", "probe"}, {"argv", {"probe", "--only", "nccl_inter"}}}, 250, &e);
+  ASSERT_TRUE(probe) << e.error;
+  c.ctl->tick(300);
+  EXPECT_EQ(c.state(probe->id), JobState::kRunning);
+  const Json o0 = order_of(c.beat(c.n0, Json::array(), 400), probe->name());
+  const Json o1 = order_of(c.beat(c.n1, Json::array(), 400), probe->name());
+  ASSERT_TRUE(o0.is_object() && o1.is_object());
+  EXPECT_EQ(o0["argv"], Json::array({"verlctl", "probe", "--local", "-o", "json", "--only", "nccl_inter"}));
+  for (const auto& [o, rank, node] : {std::tuple{o0, 0, "node-0"}, std::tuple{o1, 1, "node-1"}}) {
+    EXPECT_TRUE(has_env(o, "RANK=" + std::to_string(rank))) << o.dump();
+    EXPECT_TRUE(has_env(o, "WORLD_SIZE=2")) << o.dump();
+    EXPECT_TRUE(has_env(o, "MASTER_ADDR=10.0.0.1")) << "rank 0's node, as its heartbeats come: " << o.dump();
+    EXPECT_TRUE(has_env(o, "MASTER_PORT=29501")) << o.dump();
+    EXPECT_TRUE(has_env(o, std::string("VERLCTL_NODE=") + node)) << o.dump();
+    EXPECT_TRUE(has_env(o, "NCCL_DEBUG=WARN")) << "the spec's env reaches probe ranks too";
+  }
+  EXPECT_EQ(c.ctl->detail(*c.store.job(probe->id), 400)["rendezvous"]["master_port"], 29501);
+
+  // Once the training job is over, the next probe job gets the store port itself.
+  c.ctl->stop(train.id, 1, 500);
+  c.beat(c.n0, Json::array({killed(train.name() + "/0/0", 15), exited(probe->name() + "/0/0", 0)}), 600);
+  c.beat(c.n1, Json::array({killed(train.name() + "/1/0", 15), exited(probe->name() + "/1/0", 0)}), 600);
+  ASSERT_EQ(c.state(probe->id), JobState::kSucceeded);
+  const auto next = c.ctl->submit(Json{{"kind", "probe"}}, 700, &e);
+  ASSERT_TRUE(next);
+  c.ctl->tick(800);
+  EXPECT_TRUE(has_env(order_of(c.beat(c.n1, Json::array(), 900), next->name()), "MASTER_PORT=29500"));
 }
 
 TEST(JobController, EveryRankExitingZeroSucceeds) {

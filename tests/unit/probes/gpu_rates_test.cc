@@ -113,6 +113,16 @@ TEST(GpuRateProbes, ADeviceThatCudaCannotUseFailsNamingTheGpu) {
   ctx.matmul_reps = 1;
   const auto rows = run_probes({d2d_probe(), matmul_probe()}, ctx);
   ASSERT_EQ(rows.size(), 2u);
+  // On the GPU machine CUDA can use gpu 0: the premise cannot be staged there, and the same rows
+  // must then measure it (the test holds on both kinds of machine).
+  int real = 0;
+  if (cudart().ok() && cudart().get_device_count(&real) == 0 && real > 0) {
+    for (const auto& r : rows) {
+      EXPECT_NE(r.status, Status::kFail) << r.detail;
+      EXPECT_NE(r.detail.find("gpu 0"), std::string::npos) << r.detail;
+    }
+    return;
+  }
   for (const auto& r : rows) {
     EXPECT_EQ(r.status, Status::kFail) << r.detail;
     const bool names_gpu = r.detail.find("gpu 0") != std::string::npos;

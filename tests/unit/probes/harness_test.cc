@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "common/config.h"
+#include "common/error.h"
 
 namespace verl::probes {
 namespace {
@@ -90,6 +91,17 @@ TEST(RunProbes, AThrowingProbeIsOneFailedRowAndTheOthersStillRun) {
   EXPECT_EQ(rows[0].status, Status::kFail);
   EXPECT_EQ(rows[0].detail, "cannot read /nowhere");
   EXPECT_EQ(rows[1].status, Status::kPass);
+}
+
+TEST(RunProbes, AThrownErrorsHintStaysInTheRow) {
+  Probe bad;
+  bad.descriptor = {"bad", "throws", {{"x", "s", Bound::kNone, ""}}};
+  bad.run = [](const Context&) -> std::vector<Measurement> {
+    throw Error(ExitCode::kTimedOut, "rank 2 never came", "is port 6379 open?");
+  };
+  const auto rows = run_probes({bad}, with_thresholds());
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].detail, "rank 2 never came (try: is port 6379 open?)");
 }
 
 TEST(RunProbes, AnUndeclaredMetricIsAFailedRow) {

@@ -1,6 +1,7 @@
 // The NCCL probes where they run without a GPU: nccl-tests' bandwidth factors, the size sweep
 // and its parser, the data check's expected values against the collectives computed on the
-// host, the TCP rendezvous (several ranks as threads), and the skips without a device or a job.
+// host, the TCP rendezvous (several ranks as threads: who met whom, strays dropped, timeouts and
+// a taken port named), and the skips without a device or a job, after a real rendezvous.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -100,7 +101,7 @@ TEST(NcclRendezvous, RankZeroHandsOutTheIdAndEachProcessesFirstRank) {
   int made = 0;
   for (int r = 0; r < 3; ++r)
     f.push_back(std::async(std::launch::async, [&, r] {
-      return rendezvous(World{r, 3, {"127.0.0.1", port}}, gpus[r], true, "", hosts[r],
+      return rendezvous(World{r, 3, {"127.0.0.1", port}}, {r, "node-" + std::to_string(r), hosts[r], gpus[r]}, true, "",
                         [&made] {
                           ++made;
                           NcclUniqueId id{};
@@ -121,16 +122,76 @@ TEST(NcclRendezvous, RankZeroHandsOutTheIdAndEachProcessesFirstRank) {
     EXPECT_EQ(got[r].nnodes, 2);
     EXPECT_EQ(got[r].id.internal[5], static_cast<char>(35));
     EXPECT_EQ(got[r].id.internal[127], static_cast<char>(127 * 7));
+    ASSERT_EQ(got[r].members.size(), 3u);
+    EXPECT_EQ(got[r].members[2].node, "node-2");
+    EXPECT_EQ(got[r].members[2].host, "node-a");
+    EXPECT_EQ(got[r].members[2].gpus, 3);
+  }
+  EXPECT_EQ(describe_rendezvous(World{1, 3, {"127.0.0.1", port}}, got[1]),
+            "rank 1 of 3 met rank 0 at 127.0.0.1:" + std::to_string(port) +
+                ": 3 processes on 2 hosts, 5 GPUs (node-0, node-1, node-2)");
+  const Json j = rendezvous_json(World{1, 3, {"127.0.0.1", port}}, got[1]);
+  EXPECT_EQ(j["world_size"], 3);
+  EXPECT_EQ(j["members"][1]["node"], "node-1");
+}
+
+TEST(NcclRendezvous, StrayConnectionsAreDroppedNotWaitedFor) {
+  // The ports probe's connect-and-close and a peer that speaks another protocol reach rank 0's
+  // port first; the two ranks still meet, each once.
+  const int port = free_port();
+  auto r0 = std::async(std::launch::async, [port] {
+    return rendezvous(World{0, 2, {"127.0.0.1", port}}, {0, "n0", "h", 0}, true, "", [] { return NcclUniqueId{}; },
+                      std::chrono::seconds(30));
+  });
+  auto wait_listening = [port] {
+    for (int i = 0; i < 300; ++i) {
+      std::string why;
+      if (auto s = try_connect({"127.0.0.1", port}, std::chrono::milliseconds(200), &why)) return;  // closed: a stray
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL() << "rank 0 never listened";
+  };
+  wait_listening();
+  {
+    std::string why;
+    auto s = try_connect({"127.0.0.1", port}, std::chrono::seconds(2), &why);
+    ASSERT_TRUE(s) << why;
+    const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+    send_all(s->fd(), junk, sizeof junk);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto r1 = rendezvous(World{1, 2, {"127.0.0.1", port}}, {1, "n1", "h", 0}, true, "",
+                             [] { return NcclUniqueId{}; }, std::chrono::seconds(30));
+  EXPECT_TRUE(r1.go);
+  EXPECT_EQ(r1.nprocs, 2);
+  EXPECT_EQ(r1.members.size(), 2u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_TRUE(r0.get().go);
+}
+
+TEST(NcclRendezvous, RankZeroNamesTheTakenPort) {
+  Endpoint e;
+  const Socket taken = listen_on("0.0.0.0", 0, &e);
+  try {
+    rendezvous(World{0, 2, {"127.0.0.1", e.port}}, {0, "node-0", "host-a", 1}, true, "", [] { return NcclUniqueId{}; },
+               std::chrono::seconds(5));
+    ADD_FAILURE() << "listened on a taken port";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), ExitCode::kFailure);
+    EXPECT_NE(std::string(err.what()).find("rank 0 on node-0 (host-a) cannot listen on port " + std::to_string(e.port)),
+              std::string::npos)
+        << err.what();
+    EXPECT_NE(err.hint().find("head.store_port"), std::string::npos) << err.hint();
   }
 }
 
 TEST(NcclRendezvous, OneProcessNotReadyStopsEveryRankNamingIt) {
   const int port = free_port();
   auto r1 = std::async(std::launch::async, [port] {
-    return rendezvous(World{1, 2, {"127.0.0.1", port}}, 0, false, "NCCL is not loadable: libnccl.so.2", "node-b",
-                      [] { return NcclUniqueId{}; }, std::chrono::seconds(30));
+    return rendezvous(World{1, 2, {"127.0.0.1", port}}, {1, "node-b", "node-b", 0}, false,
+                      "NCCL is not loadable: libnccl.so.2", [] { return NcclUniqueId{}; }, std::chrono::seconds(30));
   });
-  const auto r0 = rendezvous(World{0, 2, {"127.0.0.1", port}}, 1, true, "", "node-a",
+  const auto r0 = rendezvous(World{0, 2, {"127.0.0.1", port}}, {0, "node-a", "node-a", 1}, true, "",
                              [] { ADD_FAILURE() << "no id without a go"; return NcclUniqueId{}; },
                              std::chrono::seconds(30));
   const auto b = r1.get();
@@ -143,24 +204,28 @@ TEST(NcclRendezvous, OneProcessNotReadyStopsEveryRankNamingIt) {
 TEST(NcclRendezvous, RankZeroTimesOutNamingTheMissingRanks) {
   const int port = free_port();
   try {
-    rendezvous(World{0, 3, {"127.0.0.1", port}}, 1, true, "", "node-a", [] { return NcclUniqueId{}; },
+    rendezvous(World{0, 3, {"127.0.0.1", port}}, {0, "node-a", "host-a", 1}, true, "", [] { return NcclUniqueId{}; },
                std::chrono::milliseconds(300));
     ADD_FAILURE() << "no timeout";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kTimedOut);
-    EXPECT_NE(std::string(e.what()).find("ranks 1, 2 never reached rank 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ranks 1, 2 of 3 never reached rank 0 on node-a (host-a) port " +
+                                         std::to_string(port)),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("(joined: 0 node-a (host-a))"), std::string::npos) << e.what();
   }
 }
 
 TEST(NcclRendezvous, AnotherRankTimesOutWhenRankZeroNeverListens) {
   const int port = free_port();
   try {
-    rendezvous(World{2, 3, {"127.0.0.1", port}}, 1, true, "", "node-c", [] { return NcclUniqueId{}; },
+    rendezvous(World{2, 3, {"127.0.0.1", port}}, {2, "node-c", "node-c", 1}, true, "", [] { return NcclUniqueId{}; },
                std::chrono::milliseconds(300));
     ADD_FAILURE() << "no timeout";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kTimedOut);
-    EXPECT_NE(std::string(e.what()).find("rank 2 could not reach rank 0 at 127.0.0.1:" + std::to_string(port)),
+    EXPECT_NE(std::string(e.what()).find("rank 2 on node-c could not reach rank 0 at 127.0.0.1:" + std::to_string(port)),
               std::string::npos)
         << e.what();
   }
@@ -200,7 +265,8 @@ TEST(NcclProbes, SkippedWithoutADeviceOrAJob) {
 }
 
 TEST(NcclProbes, AGpuLessRankStillJoinsTheRendezvousAndSkips) {
-  // A job of two GPU-less processes: both meet at rank 0, nobody hangs, both skip.
+  // A job of two GPU-less processes: both meet at rank 0, nobody hangs, both skip and say whom
+  // they met.
   const NoGpus none;
   const int port = free_port();
   auto run_rank = [&](int rank) {
@@ -215,10 +281,70 @@ TEST(NcclProbes, AGpuLessRankStillJoinsTheRendezvousAndSkips) {
   auto other = std::async(std::launch::async, run_rank, 1);
   const auto rows0 = run_rank(0);
   const auto rows1 = other.get();
+  int rank = 0;
   for (const auto* rows : {&rows0, &rows1}) {
     ASSERT_EQ(rows->size(), 3u);
-    EXPECT_EQ((*rows)[0].status, Status::kSkipped) << (*rows)[0].detail;
+    const Row& r = (*rows)[0];
+    EXPECT_EQ(r.status, Status::kSkipped) << r.detail;
+    EXPECT_EQ(r.detail.rfind("skipped: no CUDA device", 0), 0u) << r.detail;
+    EXPECT_NE(r.detail.find("rank " + std::to_string(rank) + " of 2 met rank 0 at 127.0.0.1:" + std::to_string(port) +
+                            ": 2 processes on 1 host, 0 GPUs (n0, n1)"),
+              std::string::npos)
+        << r.detail;
+    EXPECT_EQ(r.data["rendezvous"]["members"].size(), 2u) << r.data.dump();
+    EXPECT_EQ(r.data["rendezvous"]["members"][1]["node"], "n1");
+    ++rank;
   }
+}
+
+TEST(NcclProbes, ANodeWithoutThePromisedGpusFailsEveryRankNamingIt) {
+  // The spec gives rank 1's node GPUs it lacks: it still joins, and every rank fails naming it
+  // instead of rank 0 running NCCL alone or waiting for it.
+  const NoGpus none;
+  const int port = free_port();
+  auto run_rank = [&](int rank) {
+    Context ctx;
+    ctx.node = "n" + std::to_string(rank);
+    ctx.spec = {{"nodes", Json::array()}};
+    if (rank == 1) ctx.spec["nodes"] = Json::array({{{"host", "h"}, {"gpus", 8}}});
+    ctx.gpus = &none;
+    ctx.world = World{rank, 2, {"127.0.0.1", port}};
+    ctx.rendezvous_timeout = std::chrono::seconds(30);
+    return run_probes({nccl_inter_probe()}, ctx);
+  };
+  auto other = std::async(std::launch::async, run_rank, 1);
+  const auto rows0 = run_rank(0);
+  const auto rows1 = other.get();
+  for (const auto* rows : {&rows0, &rows1}) {
+    ASSERT_EQ(rows->size(), 3u);
+    EXPECT_EQ((*rows)[2].status, Status::kFail) << (*rows)[2].detail;
+    EXPECT_NE((*rows)[2].detail.find("rank 1 on n1"), std::string::npos) << (*rows)[2].detail;
+    EXPECT_NE((*rows)[2].detail.find("is not ready: the spec gives this node 8 GPUs"), std::string::npos)
+        << (*rows)[2].detail;
+  }
+}
+
+TEST(NcclProbes, AWorldOfOneStillRendezvousesOnItsPort) {
+  // WORLD_SIZE=1 (a one-node cluster): rank 0 binds MASTER_PORT and meets itself; a taken port
+  // is a failed row naming it, not a silent skip.
+  const NoGpus none;
+  Context ctx;
+  ctx.node = "solo";
+  ctx.spec = {{"nodes", Json::array()}};
+  ctx.gpus = &none;
+  ctx.world = World{0, 1, {"127.0.0.1", free_port()}};
+  auto rows = run_probes({nccl_inter_probe()}, ctx);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].status, Status::kSkipped) << rows[0].detail;
+  EXPECT_NE(rows[0].detail.find("rank 0 of 1 met rank 0"), std::string::npos) << rows[0].detail;
+
+  Endpoint e;
+  const Socket taken = listen_on("0.0.0.0", 0, &e);
+  ctx.world = World{0, 1, {"127.0.0.1", e.port}};
+  rows = run_probes({nccl_inter_probe()}, ctx);
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0].status, Status::kFail);
+  EXPECT_NE(rows[0].detail.find("cannot listen on port " + std::to_string(e.port)), std::string::npos) << rows[0].detail;
 }
 
 TEST(Harness, JsonCarriesAMeasurementsData) {
