@@ -191,6 +191,7 @@ void register_probe(CLI::App& app, Context& ctx) {
     if (!a->local) {
       TargetArgs target = a->target;
       if (cmd->get_option("--name")->count() == 0) target.name = spec.at("name").get<std::string>();
+      target.by_name = target.address.empty() && (cmd->get_option("--name")->count() > 0 || !a->file.empty());
       const HeadTarget head = find_head(target);
       auto client = connect(head);
       std::vector<std::string> node_args = {"--tcp-mib", std::to_string(a->tcp_mib), "--matmul-n",

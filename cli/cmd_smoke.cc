@@ -282,6 +282,7 @@ void register_smoke(CLI::App& app, Context& ctx) {
       started = true;
       TargetArgs target;
       target.name = name;
+      target.by_name = true;  // its own cluster, never $VERLCTL_ADDRESS's
       client = connect(find_head(target));
       const Json nodes = client->get("/api/nodes").value("nodes", Json::array());
       int alive = 0;

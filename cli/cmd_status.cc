@@ -32,10 +32,12 @@ std::string seconds(double s) {
 Json latest_probes(const HeadTarget& target) {
   auto client = connect(target);
   std::string latest;
-  for (const auto& j : client->get("/api/jobs").value("jobs", Json::array()))
+  for (const auto& j : client->get("/api/jobs").value("jobs", Json::array()))  // newest first
     if (j.value("kind", std::string()) == "probe" && j.value("state", std::string()) != "PENDING" &&
-        j.value("state", std::string()) != "RUNNING")
-      latest = j.value("id", std::string());  // listed oldest first
+        j.value("state", std::string()) != "RUNNING") {
+      latest = j.value("id", std::string());
+      break;
+    }
   if (latest.empty()) return nullptr;
   const Json job = client->get("/api/jobs/" + latest);
   Json out = {{"job", latest}, {"state", job.value("state", std::string())}};
@@ -62,11 +64,18 @@ void register_status(CLI::App& app, Context& ctx) {
       else print_job(*ctx.out, j);
       return;
     }
-    if (!target->address.empty())
-      throw Error(ExitCode::kUsage, "cluster status reads the cluster's state directory; --address is for a job",
-                  "'verlctl status --name NAME', or 'verlctl status JOB --address HOST:PORT'");
-    const auto r = launcher::query_status(*name);
-    const Json probe_run = latest_probes(find_head(*target));
+    const HeadTarget head = find_head(*target);
+    launcher::StatusReport r;
+    if (head.by_address) {  // a head on another machine: what it says, without this machine's state
+      auto client = connect(head, std::chrono::milliseconds(3000));
+      r.cluster = client->get("/api/cluster");
+      r.nodes = client->get("/api/nodes").value("nodes", Json::array());
+      r.state.head_host = head.address.host;
+      r.state.head_port = head.address.port;
+    } else {
+      r = launcher::query_status(*name);
+    }
+    const Json probe_run = latest_probes(head);
     if (ctx.output == OutputFormat::kJson) {
       Json j = {{"cluster", r.cluster}, {"nodes", r.nodes}};
       if (!r.allocation.empty()) j["allocation"] = r.allocation;

@@ -131,6 +131,7 @@ void register_up(CLI::App& app, Context& ctx) {
     if (!already && !a->skip_preflight) {
       TargetArgs t;
       t.name = r.state.name;
+      t.by_name = true;  // the cluster just brought up, never $VERLCTL_ADDRESS's
       const HeadTarget head = find_head(t);
       auto client = connect(head);
       const auto spec = nlohmann::ordered_json::parse(

@@ -9,7 +9,9 @@
 namespace verl::cli {
 
 void add_target_options(CLI::App* cmd, TargetArgs& a) {
-  cmd->add_option("--name", a.name, "Cluster name (its state directory under $VERLCTL_HOME)")->default_str("local");
+  cmd->add_option("--name", a.name, "Cluster name (its state directory under $VERLCTL_HOME)")
+      ->default_str("local")
+      ->each([&a](const std::string&) { a.by_name = true; });
   cmd->add_option("--address", a.address, "The head's HOST:PORT instead of a cluster name (or $VERLCTL_ADDRESS)");
   cmd->add_option("--token-file", a.token_file, "File with the head's token, with --address (or $VERLCTL_TOKEN)");
 }
@@ -17,10 +19,11 @@ void add_target_options(CLI::App* cmd, TargetArgs& a) {
 HeadTarget find_head(const TargetArgs& a) {
   HeadTarget t;
   std::string address = a.address;
-  if (address.empty() && std::getenv("VERLCTL_ADDRESS")) address = std::getenv("VERLCTL_ADDRESS");
+  if (address.empty() && !a.by_name && std::getenv("VERLCTL_ADDRESS")) address = std::getenv("VERLCTL_ADDRESS");
   if (!address.empty()) {
     t.address = launcher::HeadAddress::parse(address);
     t.cluster = address;
+    t.by_address = true;
     if (!a.token_file.empty()) t.token = launcher::read_token(a.token_file);
     else if (std::getenv("VERLCTL_TOKEN")) t.token = std::getenv("VERLCTL_TOKEN");
     if (t.token.empty())

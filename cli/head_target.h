@@ -15,6 +15,9 @@ namespace verl::cli {
 
 struct TargetArgs {
   std::string name = "local";
+  // The name was chosen (--name given, or set by the command itself, as smoke and up's
+  // preflight do): $VERLCTL_ADDRESS, meant for the default, must not redirect it.
+  bool by_name = false;
   std::string address;
   std::string token_file;
 };
@@ -24,6 +27,7 @@ void add_target_options(CLI::App* cmd, TargetArgs& args);
 
 struct HeadTarget {
   std::string cluster;  // the name, or the address when given by address
+  bool by_address = false;  // --address or $VERLCTL_ADDRESS: no state directory here
   launcher::HeadAddress address;
   std::string token;
 };

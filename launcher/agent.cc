@@ -20,6 +20,60 @@
 #include "launcher/node_facts.h"
 
 namespace verl::launcher {
+
+namespace {
+
+// How many bytes a UTF-8 sequence starting with lead has (1 for ASCII and for a byte that
+// starts no sequence).
+size_t utf8_length(unsigned char lead) {
+  return lead >= 0xF5 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC2 ? 2 : 1;
+}
+
+}  // namespace
+
+// Offsets count the file's bytes, and the head advances by the bytes it gets, so what goes out
+// must be as long as what was read and still valid UTF-8 (JSON carries text: an invalid byte
+// would become a 3-byte replacement and shift every later offset). So: a chunk ends after its
+// last newline when it is full, and never inside a UTF-8 sequence unless it is the stream's
+// last; then sanitize_utf8 turns each byte that is not part of a valid sequence into '?'.
+size_t chunk_end(const std::string& data, bool full, bool final) {
+  if (full) {
+    const auto nl = data.rfind('\n');
+    if (nl != std::string::npos) return nl + 1;
+  }
+  if (final) return data.size();
+  for (size_t back = 1; back <= 4 && back <= data.size(); ++back) {
+    const auto c = static_cast<unsigned char>(data[data.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back for its lead
+    const size_t want = utf8_length(c);
+    return want > back && want > 1 ? data.size() - back : data.size();  // cut a sequence whose tail is to come
+  }
+  return data.size();
+}
+
+void sanitize_utf8(std::string& data) {
+  for (size_t i = 0; i < data.size();) {
+    const auto c = static_cast<unsigned char>(data[i]);
+    const size_t n = utf8_length(c);
+    bool ok = c < 0x80 || (n > 1 && i + n <= data.size());
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(data[i + k]) & 0xC0) == 0x80;
+    // Overlong three/four-byte forms and surrogates are invalid too.
+    if (ok && n == 3) {
+      const auto c1 = static_cast<unsigned char>(data[i + 1]);
+      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
+    }
+    if (ok && n == 4) {
+      const auto c1 = static_cast<unsigned char>(data[i + 1]);
+      ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
+    }
+    if (!ok) {
+      data[i++] = '?';
+      continue;
+    }
+    i += c < 0x80 ? 1 : n;
+  }
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -69,18 +123,6 @@ std::string read_from(const std::string& path, int64_t offset, size_t max, int64
   return out;
 }
 
-// A chunk ends after its last newline, or else before a UTF-8 sequence it would cut: JSON
-// carries text, and a character split over two chunks would come out as two replacements.
-size_t chunk_end(const std::string& data, bool full) {
-  if (!full) return data.size();
-  const auto nl = data.rfind('\n');
-  if (nl != std::string::npos) return nl + 1;
-  size_t end = data.size();
-  for (int back = 0; back < 4 && end > 0 && (static_cast<unsigned char>(data[end - 1]) & 0xC0) == 0x80; ++back) --end;
-  if (end > 0 && (static_cast<unsigned char>(data[end - 1]) & 0xC0) == 0xC0) --end;  // a lead byte whose tail is cut
-  return end == 0 ? data.size() : end;
-}
-
 struct Stream {
   std::string name, path;
   int64_t offset = 0;
@@ -104,7 +146,12 @@ struct Task {
   std::vector<std::string> kill_argv;
   bool result_sent = false;
   bool ended() const { return result.has_value() || !error.empty(); }
-  bool shipped() const { return streams[0].eof_sent && streams[1].eof_sent && (kind != "probe" || result_sent); }
+  // Every byte of its logs, its whole metrics file, and a probe's result reached the head.
+  bool shipped() const {
+    return streams[0].eof_sent && streams[1].eof_sent && (kind != "probe" || result_sent) &&
+           (metrics_path.empty() || metrics_done);
+  }
+  bool metrics_done = false;  // ended, and its metrics file shipped to the end
 };
 
 class Runner {
@@ -318,7 +365,9 @@ class Runner {
       const bool ended = t.ended();  // read before the file: bytes written before the end are in it
       int64_t size = 0;
       std::string data = read_from(s.path, s.offset, kChunkBytes, &size);
-      data.resize(chunk_end(data, data.size() == kChunkBytes));
+      const bool at_end = s.offset + static_cast<int64_t>(data.size()) >= size;
+      data.resize(chunk_end(data, data.size() == kChunkBytes, ended && at_end));
+      sanitize_utf8(data);
       const bool last = ended && s.offset + static_cast<int64_t>(data.size()) >= size;
       if (data.empty() && !last) return;
       const Json body = {{"rank", t.rank},
@@ -339,12 +388,16 @@ class Runner {
   }
 
   void ship_metrics(Task& t) {
+    const bool ended = t.ended();  // read before the file, as for the logs
     int64_t size = 0;
     read_from(t.metrics_path, 0, 0, &size);
     if (size < t.metrics_offset) t.metrics_offset = 0;  // rewritten (a resumed run truncates it)
     std::string data = read_from(t.metrics_path, t.metrics_offset, 4 * kChunkBytes, &size);
     const auto nl = data.rfind('\n');
-    if (nl == std::string::npos) return;
+    if (nl == std::string::npos) {
+      t.metrics_done = ended;  // nothing more to come (a row the rank never ended is no row)
+      return;
+    }
     data.resize(nl + 1);
     Json rows = Json::array();
     size_t start = 0;
@@ -355,6 +408,7 @@ class Runner {
     bool gone = false;
     if (post("/api/jobs/" + t.job + "/metrics", Json{{"rows", rows}}, &gone) || gone)
       t.metrics_offset += static_cast<int64_t>(data.size());
+    if (gone) t.metrics_done = true;
   }
 
   void ship_result(Task& t) {

@@ -265,11 +265,14 @@ void Head::install_job_routes() {
     bool ended = is_terminal(job->state);
     for (const auto& p : jobs_.placements(job->id))
       if (p.state != TaskState::kExited) ended = false;
+    // A tail's `next` is the newest line's seq, taken before the tail is read: following from
+    // there shows what comes after the tail, even when the tail is empty (--tail 0).
+    const int64_t tail_end = req.has_param("tail") ? jobs_.last_seq(job->id) : 0;
     std::vector<LogLine> lines = req.has_param("tail")
                                      ? jobs_.tail_lines(job->id, rank, static_cast<int>(std::clamp<int64_t>(num("tail", 20), 0, 100000)))
                                      : jobs_.log_lines(job->id, rank, after, limit);
     Json out = Json::array();
-    int64_t next = after;
+    int64_t next = std::max(after, tail_end);
     for (const auto& l : lines) {
       out.push_back({{"seq", l.seq}, {"rank", l.rank}, {"host", l.host}, {"stream", l.stream}, {"text", l.text}});
       next = std::max(next, l.seq);

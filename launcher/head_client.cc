@@ -91,10 +91,17 @@ nlohmann::ordered_json HeadClient::checked(const std::string& method, const std:
                                                                            : "HTTP " + std::to_string(r->status);
   if (r->status == 401)
     throw Error(ExitCode::kFailure, "the head at " + address_.url() + " rejected the token: " + message,
-                "another cluster's head may hold this port; 'verlctl down' and 'verlctl up' again");
+                "the token is the cluster's <state dir>/token (--token-file, $VERLCTL_TOKEN); another "
+                "cluster's head may hold this port: 'verlctl down' and 'verlctl up' again");
+  // The head's own hint says what to do about its answer (a job that does not exist, ...).
+  const std::string hint = r->body.is_object() && r->body.contains("hint") && r->body["hint"].is_string()
+                               ? r->body["hint"].get<std::string>()
+                               : r->status == 404 ? "'verlctl jobs' lists the jobs this head knows (ids are job-N)"
+                                                  : "";
   throw Error(ExitCode::kFailure,
               "the head at " + address_.url() + " answered " + method + " " + path + " with " +
-                  std::to_string(r->status) + ": " + message);
+                  std::to_string(r->status) + ": " + message,
+              hint);
 }
 
 nlohmann::ordered_json HeadClient::get(const std::string& path) { return checked("GET", path, nullptr); }

@@ -303,7 +303,8 @@ void JobController::fail_attempt(JobRecord job, const Placement& p, const std::s
   for (const auto& l : store_.tail_lines(job.id, p.rank, kLastLines)) last.push_back(l.text);
   failure["last_lines"] = last;
   failure["attempt"] = p.attempt;
-  job.failure = failure;
+  // A restart's cause is its RESTARTING event; `failure` is the reason a job ended FAILED, so a
+  // job that succeeds after a restart carries none.
   if (job.kind == "train" && job.restarts < max_restarts(job)) {
     ++job.restarts;
     ++job.attempt;
@@ -315,6 +316,7 @@ void JobController::fail_attempt(JobRecord job, const Placement& p, const std::s
     log::Warn() << job.name() << ": " << reason << "; restarting (attempt " << job.attempt + 1 << ")";
     return;
   }
+  job.failure = failure;
   job.state = JobState::kFailed;
   store_.update(job, now_ms, reason);
   log::Warn() << job.name() << " FAILED: " << reason;
@@ -412,8 +414,32 @@ void JobController::schedule(int64_t now_ms) {
         pending_reason_[job.id] = "waiting for the jobs submitted before it";
         continue;
       }
+      // A restart waits until the previous attempt's ranks are gone: they hold its rendezvous
+      // port and their slots until their stop grace ends.
+      std::vector<Placement> before;
+      bool stopping = false;
+      for (const auto& q : store_.placements(job.id)) {
+        if (q.attempt == job.attempt - 1) before.push_back(q);
+        if (q.attempt < job.attempt && q.state != TaskState::kExited) stopping = true;
+      }
+      if (stopping) {
+        pending_reason_[job.id] = "waiting for attempt " + std::to_string(job.attempt) + "'s ranks to exit";
+        train_blocked = true;
+        continue;
+      }
+      // ... and goes back to the same nodes when they are free: its checkpoints are there unless
+      // trainer.default_local_dir is on a filesystem every node shares.
+      std::vector<NodeRecord> order = alive;
+      std::stable_sort(order.begin(), order.end(), [&](const NodeRecord& a, const NodeRecord& b) {
+        auto index = [&](const std::string& node) {
+          for (size_t i = 0; i < before.size(); ++i)
+            if (before[i].node == node) return i;
+          return before.size();
+        };
+        return index(a.name) < index(b.name);
+      });
       std::vector<NodeSlots> slots;
-      for (const auto& n : alive) {
+      for (const auto& n : order) {
         NodeSlots s;
         s.node = n.name;
         s.host = n.host;

@@ -251,12 +251,14 @@ std::vector<JobRecord> JobStore::jobs() const {
 std::vector<JobRecord> JobStore::jobs_in(const std::vector<JobState>& states) const {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("list jobs", [&] {
+    // Filtered in SQL: the sweeper asks every tick, and the history only grows.
+    std::string in;
+    for (size_t i = 0; i < states.size(); ++i) in += i ? ", ?" : "?";
     std::vector<JobRecord> out;
-    SQLite::Statement q(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs ORDER BY id");
-    while (q.executeStep()) {
-      JobRecord j = job_row(q);
-      if (std::find(states.begin(), states.end(), j.state) != states.end()) out.push_back(std::move(j));
-    }
+    if (states.empty()) return out;
+    SQLite::Statement q(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs WHERE state IN (" + in + ") ORDER BY id");
+    for (size_t i = 0; i < states.size(); ++i) q.bind(static_cast<int>(i + 1), job_state_name(states[i]));
+    while (q.executeStep()) out.push_back(job_row(q));
     return out;
   });
 }
@@ -509,6 +511,16 @@ std::vector<LogLine> JobStore::log_lines(int64_t job, int rank, int64_t after, i
     q.bind(5, limit);
     while (q.executeStep()) out.push_back(line_row(q));
     return out;
+  });
+}
+
+int64_t JobStore::last_seq(int64_t job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("log tail", [&] {
+    SQLite::Statement q(*db_, "SELECT COALESCE(MAX(seq), 0) FROM log_lines WHERE job = ?");
+    q.bind(1, static_cast<int64_t>(job));
+    q.executeStep();
+    return q.getColumn(0).getInt64();
   });
 }
 

@@ -122,6 +122,8 @@ class JobStore {
                  int64_t offset, const std::string& data, bool eof);
   // Every stream of the job ends: partial lines become lines.
   void flush_partials(int64_t job);
+  // The seq of the job's newest line (any rank), 0 when it has none: where a tail ends.
+  int64_t last_seq(int64_t job) const;
   // Lines with seq > after (rank < 0: all ranks), at most limit, in order.
   std::vector<LogLine> log_lines(int64_t job, int rank, int64_t after, int limit) const;
   // The last n lines (rank < 0: all ranks), in order.

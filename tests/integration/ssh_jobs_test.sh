@@ -54,12 +54,15 @@ for r in 0 1 2 3; do
 done
 check "the four ranks ran on four nodes" '[ "$(job_field job-1 "\" \".join(sorted(p[\"node\"] for p in j[\"placement\"]))")" = "$hosts" ]'
 check "status JOB has step 3/3 and the score" '"$v" status job-1 --name $name | grep -q "step:     3/3" && "$v" status job-1 --name $name | grep -q "critic/score/mean"'
+check "logs --tail 0 -f on an ended job prints nothing" '[ -z "$("$v" logs job-1 --name $name --tail 0 -f 2>/dev/null)" ]'
 check "rank 0's metrics reached the head" '[ "$(job_field job-1 "j[\"latest_metrics\"][\"step\"]")" = 3 ]'
 
 # 2. The same cluster by address and token, as from another machine.
 addr=127.0.0.1:$dash
 check "jobs --address --token-file" '"$v" jobs --address $addr --token-file "$VERLCTL_HOME/$name/token" | grep -q "^job-1 .*SUCCEEDED"'
 check "logs by VERLCTL_ADDRESS + VERLCTL_TOKEN" '[ "$(VERLCTL_ADDRESS=$addr VERLCTL_TOKEN=$(cat "$VERLCTL_HOME/$name/token") "$v" logs job-1 --rank 3 | grep -c "^\[rank 3 ")" -ge 1 ]'
+check "cluster status by --address lists the four nodes alive" '[ "$("$v" status --address $addr --token-file "$VERLCTL_HOME/$name/token" | grep -cE "^127\.0\.0\.[2-5] +alive")" -eq 4 ]'
+check "an explicit --name wins over VERLCTL_ADDRESS" 'VERLCTL_ADDRESS=127.0.0.1:1 VERLCTL_TOKEN=x "$v" jobs --name $name | grep -q "^job-1 "'
 echo not-the-token >"$work/wrong_token"
 werr=$("$v" jobs --address $addr --token-file "$work/wrong_token" 2>&1 >/dev/null); rc=$?
 check "a wrong token is refused with exit 1, naming the token" '[ $rc -eq 1 ] && grep -qi "token" <<<"$werr"'
@@ -139,8 +142,10 @@ check "/metrics: job-1 SUCCEEDED, job-2 FAILED" 'grep -q "^verl_job_state{.*job=
 
 # 8. Cluster status names the probe results once there are some; a failed row is shown with
 # its node and detail.
+"$v" probe -f "$spec" --only shm >/dev/null 2>&1
 "$v" probe -f "$spec" --only shm,disk probes.min_free_disk_gib=1000000 >/dev/null 2>&1
 pst=$("$v" status --name $name)
+check "status shows the latest probe run (job-7), not an older one" 'grep -q "^probes: job-7 SUCCEEDED" <<<"$pst"'
 echo "$pst" | tail -12 >&2
 for h in $hosts; do
   check "status counts $h's probe rows (shm passes, disk fails)" 'grep -qE "^$h +1 +0 +1 +0" <<<"$pst"'

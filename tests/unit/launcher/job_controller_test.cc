@@ -271,6 +271,62 @@ TEST(JobController, MaxRestartsStartsTheNextAttemptResuming) {
   EXPECT_EQ(c.state(j.id), JobState::kFailed);
 }
 
+// A restart on a node with GPUs to spare: the next attempt waits until the previous attempt's
+// ranks have exited (they hold the rendezvous port and their GPUs through their stop grace),
+// then goes back to the same node and port; a job that succeeds after a restart has no failure.
+TEST(JobController, ARestartWaitsForThePreviousAttemptsRanksAndReturnsToItsNodes) {
+  JobStore store{":memory:"};
+  NodeRegistry registry{":memory:"};
+  ControllerOptions o;
+  o.store_port = 29500;
+  o.heartbeat_timeout_ms = 1000;
+  JobController ctl(store, registry, o);
+  Resources r;
+  r.cpus = 64;
+  r.gpus = 8;
+  const auto big = registry.register_node("node-0", "host-a", 1, r, 0);
+  const auto other = registry.register_node("node-1", "host-b", 2, r, 0);
+  SubmitError e;
+  const auto j = ctl.submit(Json{{"kind", "train"},
+                                 {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=2", "trainer.max_restarts=1"}}},
+                            100, &e);
+  ASSERT_TRUE(j) << e.error;
+  ctl.heartbeat(big, Json::array(), "10.0.0.1", "/w", 150);
+  ctl.heartbeat(other, Json::array(), "10.0.0.2", "/w", 150);
+  ctl.tick(200);
+  ASSERT_EQ(store.placements(j->id, 0).size(), 2u);
+  EXPECT_EQ(store.placements(j->id, 0)[0].node, "node-0");
+  Json all = Json::array();
+  for (int rank = 0; rank < 2; ++rank) all.push_back(running("job-1/" + std::to_string(rank) + "/0"));
+  ctl.heartbeat(big, all, "10.0.0.1", "/w", 300);
+  all[1] = killed("job-1/1/0", 9);
+  ctl.heartbeat(big, all, "10.0.0.1", "/w", 400);
+  EXPECT_EQ(store.job(j->id)->attempt, 1);
+  ctl.tick(450);
+  EXPECT_TRUE(store.placements(j->id, 1).empty()) << "rank 0 of attempt 1 still runs: GPUs 2-7 are free, the port is not";
+  for (int rank : {0}) all[rank] = killed("job-1/" + std::to_string(rank) + "/0", 15);
+  ctl.heartbeat(big, all, "10.0.0.1", "/w", 500);
+  ctl.tick(600);
+  const auto next = store.placements(j->id, 1);
+  ASSERT_EQ(next.size(), 2u);
+  for (const auto& p : next) EXPECT_EQ(p.node, "node-0") << "back where its checkpoints are";
+  EXPECT_EQ(store.job(j->id)->rendezvous["master_port"], 29500);
+  Json done = Json::array();
+  for (int rank = 0; rank < 2; ++rank) done.push_back(exited("job-1/" + std::to_string(rank) + "/1", 0));
+  ctl.heartbeat(big, Json::array(), "10.0.0.1", "/w", 700);
+  ctl.heartbeat(big, done, "10.0.0.1", "/w", 800);
+  const auto fin = *store.job(j->id);
+  EXPECT_EQ(fin.state, JobState::kSucceeded);
+  EXPECT_TRUE(fin.failure.is_null()) << "the restart's cause is an event, not the job's failure: " << fin.failure.dump();
+  bool restarting = false;
+  std::string events;
+  for (const auto& ev : store.events(j->id)) {
+    restarting |= ev.state == "RESTARTING" && ev.detail.find("signal 9") != std::string::npos;
+    events += ev.state + ": " + ev.detail + "\n";
+  }
+  EXPECT_TRUE(restarting) << events;
+}
+
 TEST(JobController, ALostNodeFailsItsJobNamingTheNode) {
   Cluster c;
   const auto j = c.submit(kTwoRanks);

@@ -90,6 +90,19 @@ TEST(JobStore, ResentLogChunkAddsNothing) {
   EXPECT_EQ(texts(s.log_lines(j.id, -1, 0, 100)), (std::vector<std::string>{"one", "two", "three"}));
 }
 
+TEST(JobStore, LastSeqIsTheNewestLineOfTheJob) {
+  JobStore s(":memory:");
+  const auto a = s.create(train_job(), 1000);
+  const auto b = s.create(train_job(), 1000);
+  EXPECT_EQ(s.last_seq(a.id), 0);
+  s.append_log(a.id, 0, 0, "h0", "stderr", 0, "one\ntwo\n", false);
+  s.append_log(b.id, 0, 0, "h0", "stderr", 0, "other\n", false);
+  const auto lines = s.log_lines(a.id, -1, 0, 100);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(s.last_seq(a.id), lines.back().seq);
+  EXPECT_TRUE(s.log_lines(a.id, -1, s.last_seq(a.id), 100).empty()) << "nothing after the tail's end";
+}
+
 TEST(JobStore, PartialLineIsKeptUntilItEndsOrTheStreamEnds) {
   JobStore s(":memory:");
   const auto j = s.create(train_job(), 1000);
