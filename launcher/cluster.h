@@ -29,10 +29,14 @@ struct UpOptions {
   std::string name;                    // --name: overrides the spec's name
   std::chrono::milliseconds timeout{60000};
   std::string exe;                     // the verlctl binary the daemons run
+  // --accept-new-host-keys: this up adds the keys of hosts not yet in ssh.known_hosts to it
+  // (ssh.strict_host_keys=false for this run only). The recorded spec keeps the spec's own
+  // value, so a later down checks against the keys this up added and accepts no new one.
+  bool accept_new_host_keys = false;
 };
 
 struct UpPlan {
-  nlohmann::ordered_json spec;  // resolved, nodes filled in
+  nlohmann::ordered_json spec;  // resolved, nodes filled in: what up records (cluster.json)
   std::string state_dir;
   std::vector<LaunchSpec> daemons;  // head first
 };
