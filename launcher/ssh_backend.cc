@@ -200,7 +200,9 @@ class SshBackend : public Backend {
 
   ProcessRecord start(const LaunchSpec& spec) override {
     if (spec.role != "agent") return local_->start(spec);
-    return start_node(index_of(spec.node), spec, [](const std::string&, const std::string&) {});
+    ProcessRecord p = start_node(index_of(spec.node), spec, [](const std::string&, const std::string&) {});
+    checked_[record_key(p)] = Clock::now();  // seen running, as in start_agents
+    return p;
   }
 
   void start_agents(const std::vector<LaunchSpec>& specs, const std::function<void(const ProcessRecord&)>& started,
@@ -213,10 +215,12 @@ class SshBackend : public Backend {
     std::vector<size_t> index;
     for (const auto& s : specs) index.push_back(index_of(s.node));
     std::vector<std::optional<Error>> errors(specs.size());
+    std::vector<std::pair<std::string, Clock::time_point>> seen;  // record_key, when it was seen running
     fan_out(specs.size(), [&](size_t i) {
       try {
         const ProcessRecord p = start_node(index[i], specs[i], report);
         std::lock_guard<std::mutex> lock(mu);
+        seen.emplace_back(record_key(p), Clock::now());
         started(p);
       } catch (const Error& e) {
         errors[i] = e;
@@ -224,6 +228,9 @@ class SshBackend : public Backend {
         errors[i] = Error(ExitCode::kFailure, specs[i].node + ": " + e.what());
       }
     });
+    // The start command saw each agent running (it printed its start time): the liveness checks
+    // of up's registration wait need not ask again within the second (ended_all's pace).
+    for (const auto& [key, when] : seen) checked_[key] = when;
     std::vector<std::string> failed;
     const Error* first = nullptr;
     for (size_t i = 0; i < specs.size(); ++i)

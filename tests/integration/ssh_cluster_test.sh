@@ -45,7 +45,7 @@ free_port() {
 port=$(free_port 127.0.0.2)
 dash=$(free_port 127.0.0.1)
 store=$(free_port 127.0.0.1)
-"$sshd" start 4 "$sshd_dir" "$port" || fail "cannot start sshd on 127.0.0.2-5"
+SSHD_LOG_LEVEL=VERBOSE "$sshd" start 4 "$sshd_dir" "$port" || fail "cannot start sshd on 127.0.0.2-5"
 
 spec=$work/spec.yaml
 cat >"$spec" <<EOF
@@ -134,6 +134,31 @@ grep "^127.0.0.3" <<<"$lost" | grep -q "heartbeat" || fail "the lost node has no
 down=$("$VERLCTL" down --name sshc 2>&1) || fail "down failed: $down"
 left=$(ours | xargs -r -n1 ps -o pid=,args= -p | grep verlctl || true)
 [ -z "$left" ] || fail "verlctl processes left after down: $left"
+
+# --- up with verlctl current on the nodes: one connection per node, no SFTP ------------------
+# sshd at LogLevel VERBOSE logs each connection ("Accepted publickey") and each session
+# ("Starting session: command" / "subsystem 'sftp'"). The token and spec go on the stdin of the
+# command that also starts the agent; the same connection serves the liveness checks while up
+# waits for the agent to register.
+count() { grep -c "$2" "$sshd_dir/host-$1/sshd.log" || true; }
+declare -A before
+for i in 1 2 3 4; do
+  before[$i.conn]=$(count "$i" "Accepted publickey")
+  before[$i.sftp]=$(count "$i" "Starting session: subsystem 'sftp'")
+  before[$i.cmd]=$(count "$i" "Starting session: command")
+done
+out=$("$VERLCTL" up -f "$spec" --skip-preflight --timeout 90 2>&1) || fail "up with verlctl current failed: $out"
+for i in 1 2 3 4; do
+  h=127.0.0.$((i + 1))
+  conn=$(($(count "$i" "Accepted publickey") - before[$i.conn]))
+  sftp=$(($(count "$i" "Starting session: subsystem 'sftp'") - before[$i.sftp]))
+  cmd=$(($(count "$i" "Starting session: command") - before[$i.cmd]))
+  [ "$conn" = 1 ] || fail "up connected $conn times to $h, want 1: $out"
+  [ "$sftp" = 0 ] || fail "up opened $sftp SFTP sessions on $h with verlctl current, want 0: $out"
+  [ "$cmd" -ge 1 ] || fail "up ran no command on $h: $out"
+  grep -q "$h: synced in .* (token, spec; verlctl up to date)" <<<"$out" || fail "verlctl on $h was not found current: $out"
+done
+down=$("$VERLCTL" down --name sshc 2>&1) || fail "down failed: $down"
 
 # --- faults ------------------------------------------------------------------------------------
 # Each: the exit code, the host and stage in the message, and nothing of ours left running.
