@@ -158,6 +158,7 @@ class SshBackend : public Backend {
       check_head_reach(head.at("bind_host").get<std::string>(), head.at("host").get<std::string>(), nodes_[i].target.host,
                        "nodes[" + std::to_string(i) + "].host " + nodes_[i].target.host);
   }
+
   LaunchSpec head_spec() const override { return local_->head_spec(); }
   size_t agent_count() const override { return agents_; }
 
