@@ -4,12 +4,13 @@
 # Usage: bench/up_ssh_vs_pdsh.sh [build-dir] [rounds] [N...]
 # The hosts are OpenSSH servers on 127.0.0.2.. (scripts/services/sshd-loopback.sh), each with
 # its own host key; both sides authenticate with the same key and check the same known_hosts.
-#   up:   (--skip-preflight) head start + per node (connect, verify, auth, mkdir + version check, SFTP token and
-#         spec, start the agent) in parallel + waiting until every agent registered
+#   up:   (--skip-preflight) head start + per node, in parallel: connect, verify, auth, then one
+#         command that makes the node's directory, writes token and spec from its stdin, checks
+#         the node's verlctl and starts the agent + waiting until every agent registered
 #   pdsh: `pdsh -R ssh` running verlctl's own agent start line (from --dry-run) on every host,
 #         fan-out 64; it only starts the agents (they are stopped right after), so the ratio
 #         up/pdsh is what verlctl's checks, copies and the registration wait cost over a bare
-#         parallel ssh.
+#         parallel ssh (the same one round trip per node).
 # The verlctl binary is copied to the nodes by a warm-up up, so rounds measure "up to date".
 set -euo pipefail
 build=${1:-build}

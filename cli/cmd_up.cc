@@ -54,7 +54,7 @@ void register_up(CLI::App& app, Context& ctx) {
       ->default_str("60");
   cmd->add_flag("--dry-run", a->dry_run, "Print the command lines and environment that would run; start nothing");
   cmd->add_flag("--accept-new-host-keys", a->accept_new_host_keys,
-                "ssh: add the keys of hosts not yet in ssh.known_hosts to it (a changed key is still refused)");
+                "ssh: add the keys of hosts not yet in ssh.known_hosts to it, for this up only (a changed key is still refused)");
   cmd->add_flag("--skip-preflight", a->skip_preflight,
                 "Do not run the preflight probes on every node once all registered (see verlctl-probe(1))");
   cmd->add_option("overrides", a->overrides, "Cluster spec overrides: key.path=value, +new.key=value, ~key.path");
@@ -64,7 +64,7 @@ void register_up(CLI::App& app, Context& ctx) {
     launcher::UpOptions o;
     o.file = a->file;
     o.overrides = a->overrides;
-    if (a->accept_new_host_keys) o.overrides.push_back("ssh.strict_host_keys=false");
+    o.accept_new_host_keys = a->accept_new_host_keys;
     if (local->count() > 0) o.local_nodes = a->local;
     o.name = a->name;
     o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a->timeout_s * 1000));

@@ -1,5 +1,5 @@
 // The backend factory and what every backend shares: the node names of a resolved spec, the
-// sequential start_agents.
+// sequential start_agents, ended_all and stop_all.
 #include "launcher/backend.h"
 
 #include "common/error.h"
@@ -34,6 +34,18 @@ void Backend::start_agents(const std::vector<LaunchSpec>& specs, const std::func
                            const ProgressFn& progress) {
   (void)progress;
   for (const auto& s : specs) started(start(s));
+}
+
+std::vector<std::optional<std::string>> Backend::ended_all(const std::vector<ProcessRecord>& ps) {
+  std::vector<std::optional<std::string>> out;
+  for (const auto& p : ps) out.push_back(ended(p));
+  return out;
+}
+
+std::vector<bool> Backend::stop_all(const std::vector<ProcessRecord>& ps, std::chrono::milliseconds grace) {
+  std::vector<bool> out;
+  for (const auto& p : ps) out.push_back(stop(p, grace));
+  return out;
 }
 
 std::unique_ptr<Backend> make_backend(const Json& spec, const std::string& state_dir, const std::string& exe) {

@@ -4,7 +4,8 @@
 // the daemons, watches whether they still run while it waits for them, and stops them.
 //
 // make_backend() picks local_backend.cc, ssh_backend.cc or slurm_backend.cc by spec.backend.
-// A Backend is used by one thread (start_agents may use threads of its own inside).
+// A Backend is used by one thread (start_agents, ended_all and stop_all may use threads of
+// their own inside).
 #pragma once
 
 #include <chrono>
@@ -43,6 +44,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Throws verl::Error(invalid config, 3) when the spec cannot work, before up starts anything
+  // (ssh: a node whose agent could not reach the head, node_facts.h check_head_reach). Only up
+  // asks: down and status work with whatever spec was recorded.
+  virtual void check_spec() const {}
 
   virtual LaunchSpec head_spec() const = 0;
   virtual size_t agent_count() const = 0;
@@ -56,6 +61,16 @@ class Backend {
   // Stops it and everything in its process group: SIGTERM, SIGKILL after grace. A record from
   // an earlier run is signalled only while it is still the same process. true: it is gone.
   virtual bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) = 0;
+  // ended() and stop() of many records, one answer per record in their order. up and down ask
+  // about every node at once through these, so that a remote backend can ask the nodes in
+  // parallel (ssh: at most ssh.parallel at once, one round trip per node on the session it
+  // keeps for that node) instead of one node after the other. The defaults loop.
+  virtual std::vector<std::optional<std::string>> ended_all(const std::vector<ProcessRecord>& ps);
+  virtual std::vector<bool> stop_all(const std::vector<ProcessRecord>& ps, std::chrono::milliseconds grace);
+  // Whether the node that registered with the head as process pid is the daemon p that this
+  // backend started (and not another agent under the same node name). The default compares
+  // pids: local and ssh record the agent's own pid (on its node).
+  virtual bool started_as(const ProcessRecord& p, int64_t pid) { return p.pid == pid; }
   // The daemons started by this object keep running after it is destroyed.
   virtual void detach() = 0;
 

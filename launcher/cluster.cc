@@ -18,6 +18,7 @@
 #include "launcher/head.h"
 #include "launcher/head_client.h"
 #include "launcher/job_controller.h"
+#include "launcher/node_facts.h"
 #include "launcher/resources.h"
 
 namespace verl::launcher {
@@ -93,6 +94,14 @@ Json resolve_spec(const UpOptions& o) {
   return spec;
 }
 
+// The spec the backend of this up works from: the recorded one, with what applies to this run
+// only (--accept-new-host-keys).
+Json backend_spec(const Json& spec, const UpOptions& o) {
+  Json s = spec;
+  if (o.accept_new_host_keys) s["ssh"]["strict_host_keys"] = false;
+  return s;
+}
+
 std::optional<std::string> try_read_token(const StatePaths& paths) {
   try {
     return read_token(paths.token());
@@ -126,39 +135,48 @@ std::optional<Json> probe_head(const ClusterState& s, const StatePaths& paths, s
   return r->body;
 }
 
+// Stops those of ps that still run, asking the backend about all of them at once (ended_all,
+// stop_all: over SSH every node in parallel). Returns how many it stopped; throws naming the
+// first that does not stop.
+int stop_running(Backend& backend, const std::vector<ProcessRecord>& ps, Progress& progress) {
+  if (ps.empty()) return 0;
+  const auto how = backend.ended_all(ps);
+  std::vector<ProcessRecord> running;
+  for (size_t i = 0; i < ps.size(); ++i)
+    if (!how[i]) running.push_back(ps[i]);
+  if (running.empty()) return 0;
+  auto who = [](const ProcessRecord& p) { return p.role == "head" ? std::string("head") : p.node; };
+  for (const auto& p : running) progress(who(p), "stopping " + backend.describe(p) + " (SIGTERM, then SIGKILL)");
+  const auto stopped = backend.stop_all(running, std::chrono::milliseconds(3000));
+  for (size_t i = 0; i < running.size(); ++i)
+    if (!stopped[i])
+      throw Error(ExitCode::kFailure, who(running[i]) + " (" + backend.describe(running[i]) + ") does not stop",
+                  "it may belong to another user; stop it by hand");
+  return static_cast<int>(running.size());
+}
+
 // Stops every recorded process that is still the same process, and whatever else of this
 // cluster's verlctl processes is left (found by command line). Returns how many it stopped.
 int stop_leftovers(Backend& backend, const std::vector<ProcessRecord>& recorded, const std::string& dir,
-                   Progress& progress, int* signalled) {
-  int stopped = 0;
+                   Progress& progress) {
+  std::vector<ProcessRecord> agents, rest;
   // pid + start time: a remote agent's pid may equal a local leftover's.
   std::set<std::pair<pid_t, int64_t>> seen;
-  auto stop_one = [&](const ProcessRecord& p) {
+  for (const auto& p : recorded) {
     seen.insert({p.pid, p.start_ticks});
-    if (backend.ended(p)) return;  // the backend looks where it runs (ssh: on its node)
-    const std::string who = p.role == "head" ? "head" : p.node;
-    progress(who, "stopping " + backend.describe(p) + " (SIGTERM, then SIGKILL)");
-    if (!backend.stop(p, std::chrono::milliseconds(3000)))
-      throw Error(ExitCode::kFailure, who + " (" + backend.describe(p) + ") does not stop",
-                  "it may belong to another user; stop it by hand");
-    ++stopped;
-    if (signalled) ++*signalled;
-  };
-  // Agents first: a head that goes first would leave them to wait for it.
-  for (const auto& p : recorded)
-    if (p.role != "head") stop_one(p);
-  for (const auto& p : recorded)
-    if (p.role == "head") stop_one(p);
+    (p.role == "head" ? rest : agents).push_back(p);
+  }
   for (pid_t pid : find_cluster_processes(dir)) {
     ProcessRecord p;
     p.role = "process";
     p.node = "unrecorded process";
     p.pid = pid;
     p.start_ticks = process_start_ticks(pid).value_or(0);
-    if (seen.count({p.pid, p.start_ticks})) continue;
-    stop_one(p);
+    if (!seen.count({p.pid, p.start_ticks})) rest.push_back(p);
   }
-  return stopped;
+  // Agents first: a head that goes first would leave them to wait for it.
+  const int stopped = stop_running(backend, agents, progress);
+  return stopped + stop_running(backend, rest, progress);
 }
 
 // One up or down of a cluster at a time: an flock on <dir>/lock, held until the operation ends
@@ -231,7 +249,8 @@ UpPlan plan_up(const UpOptions& o) {
   UpPlan plan;
   plan.spec = resolve_spec(o);
   plan.state_dir = files::state_dir(plan.spec.at("name").get<std::string>(), /*create=*/false);
-  auto backend = make_backend(plan.spec, plan.state_dir, o.exe);
+  auto backend = make_backend(backend_spec(plan.spec, o), plan.state_dir, o.exe);
+  backend->check_spec();
   plan.daemons.push_back(backend->head_spec());
   for (size_t i = 0; i < backend->agent_count(); ++i) plan.daemons.push_back(backend->agent_spec(i));
   const ContainerConfig container = container_config(plan.spec);  // before anything starts
@@ -249,7 +268,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
   files::state_dir(name, /*create=*/true);
   const StateLock lock(plan.state_dir, name);
   const StatePaths paths(plan.state_dir);
-  auto backend = make_backend(spec, plan.state_dir, o.exe);
+  auto backend = make_backend(backend_spec(spec, o), plan.state_dir, o.exe);
   const auto deadline = Clock::now() + o.timeout;
 
   // A cluster of this name that answers is left exactly as it is.
@@ -282,9 +301,9 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
     // down records "down" only once every process has ended: nothing of those to check again
     // (over SSH that would be one connection per node, one node after another).
     stop_leftovers(*backend, old->status == "down" ? std::vector<ProcessRecord>{} : old->processes, plan.state_dir,
-                   progress, nullptr);
+                   progress);
   } else {
-    stop_leftovers(*backend, {}, plan.state_dir, progress, nullptr);
+    stop_leftovers(*backend, {}, plan.state_dir, progress);
   }
 
   // Fresh state: a new token, the spec the head reads, logs of the last run kept as .1.
@@ -317,13 +336,13 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
     if (interrupted && *interrupted)
       throw Error(ExitCode::kInterrupted, "interrupted while " + stage, "nothing of the cluster is left running");
   };
+  auto fail_ended = [&](const ProcessRecord& p, const std::string& how, const std::string& stage) {
+    progress(who_of(p), "failed: " + how + " while " + stage);
+    for (const auto& line : log_tail(p.log, 8)) progress.raw("    | " + line);
+    throw Error(ExitCode::kFailure, who_of(p) + " " + how + " while " + stage, "its log is " + p.log);
+  };
   auto check_alive = [&](const ProcessRecord& p, const std::string& stage) {
-    if (auto how = backend->ended(p)) {
-      progress(who_of(p), "failed: " + *how + " while " + stage);
-      for (const auto& line : log_tail(p.log, 8)) progress.raw("    | " + line);
-      throw Error(ExitCode::kFailure, who_of(p) + " " + *how + " while " + stage,
-                  "its log is " + p.log);
-    }
+    if (auto how = backend->ended(p)) fail_ended(p, *how, stage);
   };
 
   try {
@@ -333,6 +352,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
     save();
     progress("head", "starting (" + backend->describe(head) + ", log " + head.log + ")");
     std::string waiting;  // the backend's last word on what the head waits for
+    std::string reach_checked;  // the head address check_head_reach last passed
     for (;;) {
       check_interrupt("waiting for the head");
       if (const std::string w = backend->waiting_for(head); !w.empty() && w != waiting) {
@@ -340,6 +360,11 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         progress("head", w);
       }
       const std::string host = backend->head_host(configured_host);
+      if (!host.empty() && host != reach_checked) {
+        // Where the agents dial (the spec's head.host, or where the backend put the head).
+        check_head_reach(spec.at("head").at("bind_host").get<std::string>(), host, "", "");
+        reach_checked = host;
+      }
       if (!host.empty() && host != address.host) {
         address.host = host;
         client = std::make_unique<HeadClient>(address, token, std::chrono::milliseconds(1000));
@@ -402,7 +427,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
           const std::string node = n.value("name", "");
           auto a = std::find_if(agents.begin(), agents.end(), [&](const ProcessRecord& p) { return p.node == node; });
           if (a == agents.end() || registered.count(node) || n.value("state", "") != "alive") continue;
-          if (backend->name() == "local" && n.value("pid", int64_t{0}) != a->pid) continue;  // a stale agent
+          if (!backend->started_as(*a, n.value("pid", int64_t{0}))) continue;  // another agent under its name
           registered.insert(node);
           const Resources res = resources_from_json(n.at("resources"));
           progress(node, "registered (" + std::to_string(res.cpus) + " CPUs, " + format_bytes(res.memory_bytes) +
@@ -411,8 +436,13 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         }
       }
       check_alive(head, "the agents registered");
+      // The agents not registered yet, all at once (over SSH: every node in parallel).
+      std::vector<ProcessRecord> waiting;
       for (const auto& a : agents)
-        if (!registered.count(a.node)) check_alive(a, "registering with the head");
+        if (!registered.count(a.node)) waiting.push_back(a);
+      const auto how = backend->ended_all(waiting);
+      for (size_t i = 0; i < waiting.size(); ++i)
+        if (how[i]) fail_ended(waiting[i], *how[i], "registering with the head");
       if (registered.size() == agents.size()) break;
       if (Clock::now() >= deadline) {
         std::string missing;
@@ -426,10 +456,17 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
       std::this_thread::sleep_for(kPoll);
     }
   } catch (const Error&) {
-    // Stop what this call started, agents first, and say so.
+    // Stop what this call started, agents first (all at once), and say so. The error that
+    // brought us here is the one to report; a node that cannot be stopped is said in passing.
     int n = 0;
-    for (auto it = state.processes.rbegin(); it != state.processes.rend(); ++it) {
-      if (backend->stop(*it, std::chrono::milliseconds(2000))) ++n;
+    std::vector<ProcessRecord> agents, heads;
+    for (const auto& p : state.processes) (p.role == "head" ? heads : agents).push_back(p);
+    for (const auto* batch : {&agents, &heads}) {
+      try {
+        for (bool gone : backend->stop_all(*batch, std::chrono::milliseconds(2000))) n += gone;
+      } catch (const Error& e) {
+        progress("cluster " + name, std::string("cannot stop everything: ") + e.what());
+      }
     }
     state.status = "failed";
     save();
@@ -468,8 +505,11 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
   DownResult result;
   std::vector<ProcessRecord> procs = state ? state->processes : std::vector<ProcessRecord>{};
 
+  // A process of it here (the head, for local and ssh) says enough; else every recorded
+  // process, all at once (over SSH: every node in parallel).
   bool any_alive = !find_cluster_processes(dir).empty();
-  for (const auto& p : procs) any_alive = any_alive || !backend->ended(p);
+  if (!any_alive)
+    for (const auto& how : backend->ended_all(procs)) any_alive = any_alive || !how;
   if (!any_alive) {
     result.was_down = true;
     progress("cluster " + name, "already down; nothing to stop");
@@ -496,12 +536,17 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
     const auto deadline = Clock::now() + graceful;
     std::set<size_t> gone;  // by index: pids on different nodes may be equal
     for (;;) {
-      for (size_t i = 0; i < procs.size(); ++i) {
-        const ProcessRecord& p = procs[i];
-        if (gone.count(i) || !backend->ended(p)) continue;
-        gone.insert(i);
+      std::vector<size_t> index;
+      std::vector<ProcessRecord> asked;
+      for (size_t i = 0; i < procs.size(); ++i)
+        if (!gone.count(i)) index.push_back(i), asked.push_back(procs[i]);
+      const auto how = backend->ended_all(asked);
+      for (size_t k = 0; k < asked.size(); ++k) {
+        if (!how[k]) continue;
+        const ProcessRecord& p = asked[k];
+        gone.insert(index[k]);
         ++result.stopped;
-        progress(p.role == "head" ? "head" : p.node, "ended (" + backend->describe(p) + ")");
+        progress(p.role == "head" ? "head" : p.node, "ended (" + backend->describe(p) + "): " + *how[k]);
       }
       if (gone.size() == procs.size() || Clock::now() >= deadline) break;
       std::this_thread::sleep_for(kPoll);
@@ -509,9 +554,8 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
     if (gone.size() < procs.size() && graceful.count() > 0)
       progress("cluster " + name, "not everything stopped within " + fmt_seconds(graceful.count() / 1000.0) +
                                       "; signalling the rest");
-    int signalled = 0;
-    result.stopped += stop_leftovers(*backend, procs, dir, progress, &signalled);
-    result.signalled = signalled;
+    result.signalled = stop_leftovers(*backend, procs, dir, progress);
+    result.stopped += result.signalled;
     const auto left = find_cluster_processes(dir);
     if (!left.empty())
       throw Error(ExitCode::kFailure, "processes of cluster '" + name + "' are still running (pid " +

@@ -29,6 +29,10 @@ struct UpOptions {
   std::string name;                    // --name: overrides the spec's name
   std::chrono::milliseconds timeout{60000};
   std::string exe;                     // the verlctl binary the daemons run
+  // --accept-new-host-keys: this up adds the keys of hosts not yet in ssh.known_hosts to it
+  // (ssh.strict_host_keys=false for this run only). The recorded spec keeps the spec's own
+  // value, so a later down checks against the keys this up added and accepts no new one.
+  bool accept_new_host_keys = false;
 };
 
 // The container run line of a node's ranks, as --dry-run shows it (container.runtime set).
@@ -39,7 +43,7 @@ struct ContainerLine {
 };
 
 struct UpPlan {
-  nlohmann::ordered_json spec;  // resolved, nodes filled in
+  nlohmann::ordered_json spec;  // resolved, nodes filled in: what up records (cluster.json)
   std::string state_dir;
   std::vector<LaunchSpec> daemons;  // head first
   std::vector<ContainerLine> containers;  // one per agent when container.runtime is set

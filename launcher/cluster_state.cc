@@ -79,11 +79,27 @@ std::string read_token(const std::string& path) {
   return t;
 }
 
+namespace {
+
+// A /proc/<pid>/ file's text; nullopt when the process is gone. It may end between the open
+// and the read, which then fails with ESRCH and libstdc++ throws from inside the iterator.
+std::optional<std::string> read_proc_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 std::optional<int64_t> process_start_ticks(pid_t pid) {
   if (pid <= 0) return std::nullopt;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  if (!in) return std::nullopt;
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto read = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!read) return std::nullopt;
+  const std::string& text = *read;
   // The command name (field 2) is in parentheses and may hold anything: parse after the last ')'.
   const auto close = text.rfind(')');
   if (close == std::string::npos) return std::nullopt;
@@ -114,8 +130,9 @@ std::vector<pid_t> find_cluster_processes(const std::string& dir) {
     if (pid == getpid()) continue;
     struct stat st {};
     if (stat(e.path().c_str(), &st) != 0 || st.st_uid != me) continue;
-    std::ifstream in(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto read = read_proc_file(e.path() / "cmdline");
+    if (!read) continue;  // gone
+    const std::string& cmd = *read;
     std::vector<std::string> argv;
     std::string cur;
     for (char c : cmd) {

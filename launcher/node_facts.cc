@@ -15,6 +15,8 @@
 #include <regex>
 #include <sstream>
 
+#include "common/error.h"
+
 namespace verl::launcher {
 namespace fs = std::filesystem;
 namespace {
@@ -113,6 +115,47 @@ bool is_loopback_address(const std::string& host) {
   if (lower(host) == "localhost" || host == "::1") return true;
   in_addr a{};
   return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+std::optional<bool> reaches_loopback(const std::string& host) {
+  if (is_loopback_address(host)) return true;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return std::nullopt;
+  bool all = true;
+  for (const addrinfo* a = res; a; a = a->ai_next) {
+    if (a->ai_family == AF_INET)
+      all = all && (ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+    else if (a->ai_family == AF_INET6)
+      all = all && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+  }
+  freeaddrinfo(res);
+  return all;
+}
+
+void check_head_reach(const std::string& bind_host, const std::string& head_host, const std::string& agent_host,
+                      const std::string& agent) {
+  const bool bind_loopback = reaches_loopback(bind_host).value_or(false);
+  const std::optional<bool> head_loopback = reaches_loopback(head_host);
+  // Only a loopback end needs to know where the agent is (a name may take a DNS lookup).
+  const bool ask = !agent_host.empty() && (bind_loopback || head_loopback == true);
+  const std::optional<bool> agent_here = ask ? reaches_loopback(agent_host) : std::nullopt;
+  const std::string fix_host = "head.host to an address of this machine that " + agent_host + " reaches";
+  if (bind_loopback && (head_loopback == false || agent_here == false)) {
+    const std::string why = head_loopback == false
+                                ? "the agents dial the head at " + head_host + ", where it would not listen"
+                                : agent + " is another machine, and its agent could not reach a head that listens on loopback";
+    throw Error(ExitCode::kInvalidConfig, "head.bind_host is " + bind_host + ", a loopback address, but " + why,
+                "set head.bind_host=0.0.0.0 (or to the address the agents dial)" +
+                    std::string(head_loopback == true ? ", and " + fix_host : ""));
+  }
+  if (agent_here == false && head_loopback == true)
+    throw Error(ExitCode::kInvalidConfig,
+                "head.host is " + head_host + ", a loopback address, but " + agent +
+                    " is another machine: its agent would dial its own loopback, not the head",
+                "set " + fix_host);
 }
 
 bool is_this_machine(const std::string& host, const std::vector<InterfaceAddress>& interfaces,

@@ -97,5 +97,18 @@ int count_nvidia_gpus(const std::string& sysfs_root);
 bool is_this_machine(const std::string& host, const std::vector<InterfaceAddress>& interfaces,
                      const std::string& hostname);
 bool is_loopback_address(const std::string& host);  // 127.0.0.0/8, ::1, localhost
+// host is a loopback address, or a name that resolves to loopback addresses only (a name that
+// does not resolve: nullopt, not known).
+std::optional<bool> reaches_loopback(const std::string& host);
+
+// Whether agents reach the head: a head that listens on loopback (head.bind_host 127.0.0.1,
+// the default) is reached only from its own machine, and a head address on loopback leads
+// every agent to its own machine. agent_host: where an agent runs (empty: not known, as for a
+// slurm allocation's nodes); head_host: the address it dials (head.host, or where the backend
+// put the head); bind_host: head.bind_host; agent: the agent's place in the spec, for the
+// message ("nodes[2].host 10.0.0.3"). Throws verl::Error(invalid config, 3) naming the key to
+// change with a hint; a host that does not resolve is not judged.
+void check_head_reach(const std::string& bind_host, const std::string& head_host, const std::string& agent_host,
+                      const std::string& agent);
 
 }  // namespace verl::launcher

@@ -268,6 +268,14 @@ class SlurmBackend : public Backend {
 
   void detach() override {}  // nothing here to let go of: the job runs on its own
 
+  // srun starts the agents inside the allocation: their pids are not known here (the records
+  // say 0). Only this job's agents hold this up's token, so a registration under a node's name
+  // is that node's agent.
+  bool started_as(const ProcessRecord& p, int64_t pid) override {
+    (void)p, (void)pid;
+    return true;
+  }
+
   std::string describe(const ProcessRecord& p) override {
     (void)p;
     return job_id_.empty() ? "no slurm job" : "slurm job " + job_id_;

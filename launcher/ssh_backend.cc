@@ -1,14 +1,20 @@
 // The ssh backend: the head runs on this machine (where `verlctl up` runs; it is the local
 // backend's head), and one agent per nodes[] entry runs on that node, started over SSH
-// (launcher/ssh_session.h). Per node, in its own thread (at most ssh.parallel at once):
+// (launcher/ssh_session.h). Per node, in its own thread (at most ssh.parallel at once), on one
+// SSH session per node that every later step reuses:
 //   connecting  SSH connect, host key check, authentication
-//   syncing     one command makes <remote_dir>/<cluster>/nodes/<node>/ (0700) and reports the
-//               node's verlctl; SFTP then writes the token (0600), the spec, and verlctl itself
-//               and the trainer module beside it when ssh.copy_binary asks for it (auto: the
-//               node's differs in version or size)
-//   starting    one command starts the agent detached (setsid nohup, stdin /dev/null, output
-//               appended to agent.log in the node's directory) and prints its pid and its
-//               /proc start time, so that a later stop never signals a reused pid
+//   syncing     one command makes <remote_dir>/<cluster>/nodes/<node>/ (0700), writes the token
+//               and the spec there from its stdin (0600, each by a rename), checks the node's
+//               verlctl and, when it is the one up would copy (auto: same version line and
+//               size), starts the agent right away: one round trip per node, as many as a bare
+//               parallel ssh needs (bench/up_ssh_vs_pdsh.sh). Otherwise SFTP copies verlctl
+//               and the trainer module beside it (ssh.copy_binary) and a second command starts
+//               the agent.
+//   starting    the agent starts detached (setsid nohup, stdin /dev/null, output appended to
+//               agent.log in the node's directory); the command prints its pid and its /proc
+//               start time, so that a later stop never signals a reused pid
+// ended_all and stop_all ask every node at once the same way (the same bounded pool, one
+// command per node), and a process once seen gone is not asked about again.
 // Per-node directories keep nodes apart even when several share one filesystem (NFS homes, or
 // the loopback "hosts" of the tests). Every remote argument is quoted by process::quote; the
 // remote directory's "~/" becomes "$HOME"/ so that the remote shell expands it. What agent_spec
@@ -27,6 +33,7 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "launcher/backend.h"
+#include "launcher/node_facts.h"
 #include "launcher/ssh_session.h"
 #include "verl/build_info.h"
 
@@ -145,6 +152,15 @@ class SshBackend : public Backend {
   }
 
   std::string name() const override { return "ssh"; }
+
+  // Each node's agent dials head.host; the head listens on head.bind_host.
+  void check_spec() const override {
+    const Json& head = spec_.at("head");
+    for (size_t i = 0; i < agents_; ++i)
+      check_head_reach(head.at("bind_host").get<std::string>(), head.at("host").get<std::string>(), nodes_[i].target.host,
+                       "nodes[" + std::to_string(i) + "].host " + nodes_[i].target.host);
+  }
+
   LaunchSpec head_spec() const override { return local_->head_spec(); }
   size_t agent_count() const override { return agents_; }
 
@@ -172,25 +188,27 @@ class SshBackend : public Backend {
     s.remote.push_back("# ssh " + n.target.label() + " (host keys: " + n.target.known_hosts +
                        (n.target.host_keys == SshTarget::HostKeys::kAcceptNew ? ", unknown ones added" : ", strict") +
                        (n.target.identity_file.empty() ? "" : "; key " + n.target.identity_file) + ")");
-    s.remote.push_back(prepare_command(n));
-    s.remote.push_back("# sftp: " + paths_.token() + " -> " + (n.dir / "token").display() + " (0600, atomic)");
-    s.remote.push_back("# sftp: " + paths_.spec() + " -> " + (n.dir / "cluster.json").display() + " (0600, atomic)");
+    const std::string start = "setsid nohup" + (env.empty() ? "" : " env" + env) + " " + cmd +
+                              " </dev/null >>agent.log 2>&1 & pid=$!; " + kTicksFn +
+                              "; printf 'pid=%s\\nticks=%s\\n' \"$pid\" \"$(t \"$pid\")\"";
+    s.remote.push_back("# stdin of the next command: " + paths_.token() + ", then " + paths_.spec());
+    s.remote.push_back(sync_command(n, start));
     if (copy_ != CopyBinary::kNever) {
-      s.remote.push_back("# sftp: " + exe_ + " -> " + exe_display() + " (0755, atomic)" +
-                         (copy_ == CopyBinary::kAuto ? " when the node's differs in version or size" : ""));
-      if (const std::string mod = local_module(); !mod.empty())
-        s.remote.push_back("# sftp: " + mod + " -> " + module().display() + " (0755, atomic)" +
-                           (copy_ == CopyBinary::kAuto ? " when the node's differs in size or verlctl was copied" : ""));
+      const std::string mod = local_module();
+      s.remote.push_back("# " + std::string(copy_ == CopyBinary::kAuto ? "when the node's verlctl differs in version or size" : "") +
+                         (copy_ == CopyBinary::kAuto && !mod.empty() ? " or its trainer module in size" : "") +
+                         (copy_ == CopyBinary::kAuto ? ": " : "") + "sftp: " + exe_ + " -> " + exe_display() +
+                         (mod.empty() ? "" : " and " + mod + " -> " + module().display()) + " (0755, atomic), then:");
+      s.remote.push_back("cd " + n.dir.shell() + " || exit 1; " + start);
     }
-    s.remote.push_back("cd " + n.dir.shell() + " || exit 1; setsid nohup" + (env.empty() ? "" : " env" + env) + " " + cmd +
-                       " </dev/null >>agent.log 2>&1 & pid=$!; " + kTicksFn +
-                       "; printf 'pid=%s\\nticks=%s\\n' \"$pid\" \"$(t \"$pid\")\"");
     return s;
   }
 
   ProcessRecord start(const LaunchSpec& spec) override {
     if (spec.role != "agent") return local_->start(spec);
-    return start_node(index_of(spec.node), spec, [](const std::string&, const std::string&) {});
+    ProcessRecord p = start_node(index_of(spec.node), spec, [](const std::string&, const std::string&) {});
+    checked_[record_key(p)] = Clock::now();  // seen running, as in start_agents
+    return p;
   }
 
   void start_agents(const std::vector<LaunchSpec>& specs, const std::function<void(const ProcessRecord&)>& started,
@@ -200,25 +218,25 @@ class SshBackend : public Backend {
       std::lock_guard<std::mutex> lock(mu);
       progress(who, what);
     };
+    std::vector<size_t> index;
+    for (const auto& s : specs) index.push_back(index_of(s.node));
     std::vector<std::optional<Error>> errors(specs.size());
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-      for (size_t i; (i = next++) < specs.size();) {
-        try {
-          const ProcessRecord p = start_node(index_of(specs[i].node), specs[i], report);
-          std::lock_guard<std::mutex> lock(mu);
-          started(p);
-        } catch (const Error& e) {
-          errors[i] = e;
-        } catch (const std::exception& e) {
-          errors[i] = Error(ExitCode::kFailure, specs[i].node + ": " + e.what());
-        }
+    std::vector<std::pair<std::string, Clock::time_point>> seen;  // record_key, when it was seen running
+    fan_out(specs.size(), [&](size_t i) {
+      try {
+        const ProcessRecord p = start_node(index[i], specs[i], report);
+        std::lock_guard<std::mutex> lock(mu);
+        seen.emplace_back(record_key(p), Clock::now());
+        started(p);
+      } catch (const Error& e) {
+        errors[i] = e;
+      } catch (const std::exception& e) {
+        errors[i] = Error(ExitCode::kFailure, specs[i].node + ": " + e.what());
       }
-    };
-    std::vector<std::thread> threads;
-    const size_t n = std::min<size_t>(static_cast<size_t>(parallel_), specs.size());
-    for (size_t t = 0; t < n; ++t) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
+    });
+    // The start command saw each agent running (it printed its start time): the liveness checks
+    // of up's registration wait need not ask again within the second (ended_all's pace).
+    for (const auto& [key, when] : seen) checked_[key] = when;
     std::vector<std::string> failed;
     const Error* first = nullptr;
     for (size_t i = 0; i < specs.size(); ++i)
@@ -236,53 +254,62 @@ class SshBackend : public Backend {
     throw Error(first->code(), first->what() + more, first->hint());
   }
 
-  std::optional<std::string> ended(const ProcessRecord& p) override {
-    if (p.role != "agent") return local_->ended(p);  // the head and unrecorded leftovers run here
-    const size_t i = record_index(p.node);
-    // up polls every 50 ms; over SSH once a second is plenty.
-    const std::string key = p.node + "/" + std::to_string(p.pid);
-    auto c = checked_.find(key);
-    if (c != checked_.end() && Clock::now() - c->second < std::chrono::seconds(1)) return std::nullopt;
-    const Node& n = nodes_[i];
-    const std::string cmd = std::string(kTicksFn) + "; if [ \"$(t " + std::to_string(p.pid) + ")\" = " +
-                            std::to_string(p.start_ticks) + " ]; then echo running; else echo gone; tail -n 3 " +
-                            (n.dir / "agent.log").shell() + " 2>/dev/null; fi";
-    ExecResult r;
-    try {
-      r = run(i, cmd, "checking the agent (pid " + std::to_string(p.pid) + ")");
-    } catch (const Error& e) {
-      if (e.code() != ExitCode::kUnreachable && e.code() != ExitCode::kTimedOut) throw;
-      // A node that cannot be reached must not block down or the next up forever: an agent
-      // that cannot reach its head leaves by itself.
-      checked_.erase(key);
-      return std::string("could not be checked (") + e.what() +
-             "); an agent that cannot reach its head exits by itself within head.agent_exit_after_s";
+  std::optional<std::string> ended(const ProcessRecord& p) override { return ended_all({p}).front(); }
+  bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) override { return stop_all({p}, grace).front(); }
+
+  // Every node at once (fan_out), one command per node on its session. The head and
+  // unrecorded leftovers run here: the local backend answers for them.
+  std::vector<std::optional<std::string>> ended_all(const std::vector<ProcessRecord>& ps) override {
+    std::vector<std::optional<std::string>> out(ps.size());
+    std::vector<std::pair<size_t, size_t>> ask;  // (record, node index)
+    for (size_t k = 0; k < ps.size(); ++k) {
+      const ProcessRecord& p = ps[k];
+      if (p.role != "agent") {
+        out[k] = local_->ended(p);
+        continue;
+      }
+      const std::string key = record_key(p);
+      if (auto g = gone_.find(key); g != gone_.end()) {
+        out[k] = g->second;  // a process that ended stays ended
+        continue;
+      }
+      // up polls every 50 ms; over SSH once a second is plenty.
+      if (auto c = checked_.find(key); c != checked_.end() && Clock::now() - c->second < std::chrono::seconds(1)) continue;
+      ask.emplace_back(k, record_index(p.node));
     }
-    if (first_line(r.out) == "running") {
-      checked_[key] = Clock::now();
-      return std::nullopt;
+    per_node(ask, [&](size_t k, size_t i) { out[k] = check_agent(i, ps[k]); });
+    for (const auto& [k, i] : ask) {
+      (void)i;
+      if (out[k]) gone_[record_key(ps[k])] = *out[k], checked_.erase(record_key(ps[k]));
+      else checked_[record_key(ps[k])] = Clock::now();
     }
-    checked_.erase(key);
-    std::string tail = r.out.substr(std::min(r.out.size(), r.out.find('\n') + 1));
-    tail = trim(tail);
-    std::replace(tail.begin(), tail.end(), '\n', ' ');
-    return "ended on " + n.target.host + " (log " + p.log + (tail.empty() ? "" : ": ..." + tail) + ")";
+    return out;
   }
 
-  bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) override {
-    if (p.role != "agent") return local_->stop(p, grace);
-    const size_t i = record_index(p.node);
-    const std::string pid = std::to_string(p.pid);
-    const long steps = std::max<long>(1, static_cast<long>(grace.count() / 50));
-    // Only while it is still the recorded process: its group first (its children), then itself.
-    const std::string cmd = std::string(kTicksFn) + "; same() { [ \"$(t " + pid + ")\" = " +
-                            std::to_string(p.start_ticks) + " ]; }; wait_gone() { i=0; while same && [ $i -lt $1 ]; do sleep 0.05; i=$((i+1)); done; }; "
-                            "if same; then kill -TERM -" + pid + " " + pid + " 2>/dev/null; wait_gone " + std::to_string(steps) +
-                            "; if same; then kill -KILL -" + pid + " " + pid + " 2>/dev/null; wait_gone 40; fi; fi; "
-                            "if same; then echo running; else echo gone; fi";
-    const ExecResult r = run(i, cmd, "stopping the agent (pid " + pid + ")", grace + std::chrono::seconds(10));
-    checked_.erase(p.node + "/" + pid);
-    return first_line(r.out) == "gone";
+  std::vector<bool> stop_all(const std::vector<ProcessRecord>& ps, std::chrono::milliseconds grace) override {
+    std::vector<bool> out(ps.size(), false);
+    std::vector<std::pair<size_t, size_t>> ask;
+    for (size_t k = 0; k < ps.size(); ++k) {
+      if (ps[k].role != "agent") out[k] = local_->stop(ps[k], grace);
+      else ask.emplace_back(k, record_index(ps[k].node));
+    }
+    std::vector<std::optional<Error>> errors(ps.size());
+    per_node(ask, [&](size_t k, size_t i) {
+      try {
+        out[k] = stop_agent(i, ps[k], grace);
+      } catch (const Error& e) {
+        errors[k] = e;
+      }
+    });
+    for (const auto& [k, i] : ask) {
+      (void)i;
+      checked_.erase(record_key(ps[k]));
+      if (out[k]) gone_[record_key(ps[k])] = "was stopped";
+    }
+    // Every node was tried; the first that could not be asked is the error (its node named).
+    for (const auto& e : errors)
+      if (e) throw *e;
+    return out;
   }
 
   std::string describe(const ProcessRecord& p) override {
@@ -322,28 +349,13 @@ class SshBackend : public Backend {
   }
 
   RemotePath bin() const { return root_ / "bin" / "verlctl"; }
-  std::string exe_shell() const { return copy_ == CopyBinary::kNever ? "verlctl" : bin().shell(); }
-  std::string exe_display() const { return copy_ == CopyBinary::kNever ? "verlctl" : bin().display(); }
-
-  // Makes the node's directories and reports its home and its verlctl (version line, size).
-  std::string prepare_command(const Node& n) const {
-    const std::string e = exe_shell();
-    std::string dirs = n.dir.shell();
-    if (copy_ != CopyBinary::kNever) dirs += " " + (root_ / "bin").shell();
-    return "umask 077 && mkdir -p " + dirs + " && printf 'home=%s\\n' \"$HOME\" && if command -v " + e +
-           " >/dev/null 2>&1; then printf 'version=%s\\nsize=%s\\n' \"$(" + e + " --version 2>/dev/null | head -n 1)\" \"$(wc -c < \"$(command -v " +
-           e + ")\")\"; fi" +
-           (copy_ == CopyBinary::kNever ? std::string()
-                                        : "; if [ -f " + module().shell() + " ]; then printf 'module_size=%s\\n' \"$(wc -c < " +
-                                              module().shell() + ")\"; fi");
-  }
 
   // The trainer module travels with verlctl: `verlctl train` on a node looks for it beside the
   // binary first (cli/trainer_loader.h).
   RemotePath module() const { return root_ / "bin" / VERL_TRAINER_MODULE_NAME; }
 
   // This machine's trainer module: beside verlctl, or in the install layout; empty when this
-  // build has none (a build without libtorch: its nodes can run everything but trainer ranks).
+  // build has none (a build without libtorch: its nodes run everything but trainer ranks).
   std::string local_module() const {
     const fs::path dir = fs::path(exe_).parent_path();
     for (const fs::path& p : {dir / VERL_TRAINER_MODULE_NAME, dir.parent_path() / VERL_INSTALL_MODULE_DIR / VERL_TRAINER_MODULE_NAME}) {
@@ -352,15 +364,56 @@ class SshBackend : public Backend {
     }
     return {};
   }
+  std::string exe_shell() const { return copy_ == CopyBinary::kNever ? "verlctl" : bin().shell(); }
+  std::string exe_display() const { return copy_ == CopyBinary::kNever ? "verlctl" : bin().display(); }
 
-  // This machine's verlctl: its --version line and size, what auto compares with.
-  std::pair<std::string, std::string> local_version() {
+  // The one command of the syncing stage (its stdin: the token file, then the spec). It makes
+  // the node's directories, writes token and cluster.json (umask 077: 0600; a rename each, so
+  // an agent never reads half a file), reports the remote home, and then:
+  //   copy_binary auto:   starts the agent (start) when the node's verlctl has this verlctl's
+  //                       --version line and size (and its trainer module this one's size),
+  //                       else reports what it has
+  //   copy_binary never:  starts the agent when verlctl is on the PATH, else says it is not
+  //   copy_binary always: nothing more (the copy and the start follow)
+  // The token is read by the shell's read builtin and written by its printf builtin: it is in
+  // no process's command line on the node.
+  std::string sync_command(const Node& n, const std::string& start) const {
+    const std::string e = exe_shell();
+    std::string dirs = n.dir.shell();
+    if (copy_ != CopyBinary::kNever) dirs += " " + (root_ / "bin").shell();
+    std::string cmd = "umask 077 && mkdir -p " + dirs + " && cd " + n.dir.shell() +
+                      " && IFS= read -r token && printf '%s\\n' \"$token\" >token.tmp && mv -f token.tmp token"
+                      " && cat >cluster.json.tmp && mv -f cluster.json.tmp cluster.json && printf 'home=%s\\n' \"$HOME\"";
+    if (copy_ == CopyBinary::kAuto) {
+      const auto mine = local_version();
+      const std::string mod = local_module();
+      std::error_code ec;
+      const std::string same_module =
+          mod.empty() ? std::string()
+                      : " && [ \"$(wc -c 2>/dev/null <" + module().shell() + ")\" = " + quote(std::to_string(fs::file_size(mod, ec))) + " ]";
+      cmd += " && v=$(" + e + " --version 2>/dev/null | head -n 1); s=$(wc -c 2>/dev/null <" + e + "); if [ \"$v\" = " +
+             quote(mine.first) + " ] && [ \"$s\" = " + quote(mine.second) + " ]" + same_module + "; then " + start +
+             "; else printf 'version=%s\\nsize=%s\\n' \"$v\" \"$s\"; fi";
+    } else if (copy_ == CopyBinary::kNever) {
+      cmd += " && if command -v " + e + " >/dev/null 2>&1; then " + start + "; else echo missing=verlctl; fi";
+    }
+    return cmd;
+  }
+
+  // This machine's verlctl: its --version line and size, what auto compares with (agent_spec
+  // is const and may run on several threads: computed once).
+  std::pair<std::string, std::string> local_version() const {
     std::call_once(version_once_, [this] {
       process::Options o;
       o.timeout = std::chrono::seconds(10);
-      const auto r = process::run({exe_, "--version"}, o);
       std::error_code ec;
-      local_version_ = {first_line(r.out), std::to_string(fs::file_size(exe_, ec))};
+      try {
+        const auto r = process::run({exe_, "--version"}, o);
+        local_version_ = {first_line(r.out), std::to_string(fs::file_size(exe_, ec))};
+      } catch (const Error&) {
+        // A binary that does not run here (a dry run's made-up path): nothing on a node matches it.
+        local_version_ = {"(" + exe_ + " does not run)", "0"};
+      }
     });
     return local_version_;
   }
@@ -400,6 +453,98 @@ class SshBackend : public Backend {
     }
   }
 
+  // Runs fn(0..count-1) on at most ssh.parallel threads at once.
+  void fan_out(size_t count, const std::function<void(size_t)>& fn) const {
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t i; (i = next++) < count;) fn(i);
+    };
+    const size_t n = std::min<size_t>(static_cast<size_t>(parallel_), count);
+    if (n <= 1) return worker();
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < n; ++t) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+  }
+
+  // fn(record, node) for each (record, node index) pair: the nodes in parallel (fan_out), the
+  // records of one node one after the other (a session serves one thread at a time). fn must
+  // not throw.
+  void per_node(const std::vector<std::pair<size_t, size_t>>& items, const std::function<void(size_t, size_t)>& fn) {
+    std::map<size_t, std::vector<size_t>> by_node;
+    for (const auto& [k, i] : items) by_node[i].push_back(k);
+    std::vector<std::pair<size_t, std::vector<size_t>>> groups(by_node.begin(), by_node.end());
+    fan_out(groups.size(), [&](size_t g) {
+      for (size_t k : groups[g].second) fn(k, groups[g].first);
+    });
+  }
+
+  // A record's identity on its node: a pid is reused, pid + start time is not.
+  static std::string record_key(const ProcessRecord& p) {
+    return p.node + "/" + std::to_string(p.pid) + "/" + std::to_string(p.start_ticks);
+  }
+
+  // Whether the recorded agent still runs on node i: nullopt while it does, how it ended (with
+  // the last line of its log, its own word on why) otherwise. A node that cannot be reached must not block down or
+  // the next up forever: it answers how it could not be checked (an agent that cannot reach its
+  // head leaves by itself).
+  std::optional<std::string> check_agent(size_t i, const ProcessRecord& p) {
+    const Node& n = nodes_[i];
+    const std::string cmd = std::string(kTicksFn) + "; if [ \"$(t " + std::to_string(p.pid) + ")\" = " +
+                            std::to_string(p.start_ticks) + " ]; then echo running; else echo gone; tail -n 1 " +
+                            (n.dir / "agent.log").shell() + " 2>/dev/null; fi";
+    ExecResult r;
+    try {
+      r = run(i, cmd, "checking the agent (pid " + std::to_string(p.pid) + ")");
+    } catch (const Error& e) {
+      return std::string("could not be checked (") + e.what() +
+             "); an agent that cannot reach its head exits by itself within head.agent_exit_after_s";
+    }
+    if (first_line(r.out) == "running") return std::nullopt;
+    const std::string last = trim(r.out.substr(std::min(r.out.size(), r.out.find('\n') + 1)));
+    return "ended on " + n.target.host + " (log " + p.log + (last.empty() ? "" : ", its last line: " + last) + ")";
+  }
+
+  // Stops the recorded agent on node i, only while it is still that process: its group first
+  // (its children), then itself; SIGKILL after grace. true: it is gone. Throws verl::Error
+  // naming the node when the node cannot be asked.
+  bool stop_agent(size_t i, const ProcessRecord& p, std::chrono::milliseconds grace) {
+    const std::string pid = std::to_string(p.pid);
+    const long steps = std::max<long>(1, static_cast<long>(grace.count() / 50));
+    const std::string cmd = std::string(kTicksFn) + "; same() { [ \"$(t " + pid + ")\" = " +
+                            std::to_string(p.start_ticks) + " ]; }; wait_gone() { i=0; while same && [ $i -lt $1 ]; do sleep 0.05; i=$((i+1)); done; }; "
+                            "if same; then kill -TERM -" + pid + " " + pid + " 2>/dev/null; wait_gone " + std::to_string(steps) +
+                            "; if same; then kill -KILL -" + pid + " " + pid + " 2>/dev/null; wait_gone 40; fi; fi; "
+                            "if same; then echo running; else echo gone; fi";
+    const ExecResult r = run(i, cmd, "stopping the agent (pid " + pid + ")", grace + std::chrono::seconds(10));
+    return first_line(r.out) == "gone";
+  }
+
+  // The record of the agent that a start command's output (pid=, ticks=) describes.
+  ProcessRecord started_record(const Node& n, const LaunchSpec& spec, const ExecResult& r) const {
+    auto g = parse_fields(r.out);
+    ProcessRecord p;
+    p.role = "agent";
+    p.node = n.name;
+    p.host = n.target.host;
+    p.log = spec.log;
+    try {
+      p.pid = static_cast<pid_t>(std::stol(g.at("pid")));
+    } catch (const std::exception&) {
+      throw Error(ExitCode::kFailure, n.target.label() + ": the start command printed no pid (exit " +
+                                          std::to_string(r.exit_status) + "): " + trim(r.out + r.err),
+                  "run it by hand (verlctl up --dry-run shows it)");
+    }
+    try {
+      p.start_ticks = std::stoll(g.at("ticks"));
+    } catch (const std::exception&) {
+      throw Error(ExitCode::kFailure, n.target.label() + ": the agent (pid " + std::to_string(p.pid) + ") ended right away",
+                  "its log is " + spec.log);
+    }
+    return p;
+  }
+
+  // connecting, syncing (which starts the agent too when its verlctl is current), and, when
+  // verlctl had to be copied first, starting. spec.remote: agent_spec's lines.
   ProcessRecord start_node(size_t i, const LaunchSpec& spec, const ProgressFn& progress) {
     const Node& n = nodes_[i];
     const auto t0 = Clock::now();
@@ -410,70 +555,43 @@ class SshBackend : public Backend {
       return std::string(buf);
     };
     try {
-      if (spec.remote.size() < 3) throw Error(ExitCode::kFailure, "no remote commands for node " + n.name);
+      const size_t sync_line = 2;  // "# ssh ...", "# stdin ...", the sync command
+      if (spec.remote.size() <= sync_line) throw Error(ExitCode::kFailure, "no remote commands for node " + n.name);
       progress(n.name, "connecting to " + n.target.label());
       SshSession& s = session(i);
 
       stage = "syncing";
-      const ExecResult prep = s.exec(spec.remote.at(1), "making " + n.dir.display());
-      if (prep.exit_status != 0)
-        throw Error(ExitCode::kFailure, n.target.label() + ": cannot make " + n.dir.display() + " (exit " +
-                                            std::to_string(prep.exit_status) + "): " + trim(prep.err),
+      const ExecResult sync = s.exec(spec.remote.at(sync_line), "syncing " + n.dir.display(), std::nullopt,
+                                     files::read_file(paths_.token()) + files::read_file(paths_.spec()));
+      auto f = parse_fields(sync.out);
+      if (sync.exit_status != 0 || !f.count("home"))
+        throw Error(ExitCode::kFailure, n.target.label() + ": cannot make " + n.dir.display() + " and write the token and spec there (exit " +
+                                            std::to_string(sync.exit_status) + "): " + trim(sync.err),
                     "check ssh.remote_dir and the permissions of that directory on " + n.target.host);
-      auto f = parse_fields(prep.out);
       const std::string home = f["home"];
       if (home.empty() && (n.dir.home || root_.home))
         throw Error(ExitCode::kFailure, n.target.label() + ": the remote shell has no $HOME",
                     "set ssh.remote_dir to an absolute path");
-      std::string binary = "verlctl up to date";
-      if (copy_ == CopyBinary::kNever) {
-        if (!f.count("version"))
-          throw Error(ExitCode::kFailure, n.target.label() + ": verlctl is not on the PATH of " + n.target.user,
-                      "install it there, or let up copy it: ssh.copy_binary=auto");
-      } else {
-        const auto mine = local_version();
-        const bool same = f.count("version") && f["version"] == mine.first && trim(f["size"]) == mine.second;
-        if (copy_ == CopyBinary::kAlways || !same) {
-          s.upload_file(exe_, bin().resolve(home), 0755);
-          std::error_code ec;
-          binary = "copied verlctl (" + mib(fs::file_size(exe_, ec)) + ")";
-        }
-        const std::string mod = local_module();
-        std::error_code ec;
-        if (!mod.empty() && (copy_ == CopyBinary::kAlways || !same ||
-                             trim(f["module_size"]) != std::to_string(fs::file_size(mod, ec)))) {
-          s.upload_file(mod, module().resolve(home), 0755);
-          binary += std::string(binary == "verlctl up to date" ? "; " : ", ") + "copied the trainer module (" +
-                    mib(fs::file_size(mod, ec)) + ")";
-        }
+      if (f.count("pid")) {  // verlctl was current: the same command started the agent
+        stage = "starting";
+        ProcessRecord p = started_record(n, spec, sync);
+        progress(n.name, "synced in " + elapsed() + " (token, spec; verlctl up to date)");
+        return p;
       }
-      s.upload_data(files::read_file(paths_.token()), (n.dir / "token").resolve(home), 0600);
-      s.upload_data(files::read_file(paths_.spec()), (n.dir / "cluster.json").resolve(home), 0600);
-      progress(n.name, "synced in " + elapsed() + " (token, spec; " + binary + ")");
+      if (copy_ == CopyBinary::kNever)
+        throw Error(ExitCode::kFailure, n.target.label() + ": verlctl is not on the PATH of " + n.target.user,
+                    "install it there, or let up copy it: ssh.copy_binary=auto");
+      s.upload_file(exe_, bin().resolve(home), 0755);
+      std::error_code ec;
+      std::string copied = "copied verlctl (" + mib(fs::file_size(exe_, ec)) + ")";
+      if (const std::string mod = local_module(); !mod.empty()) {
+        s.upload_file(mod, module().resolve(home), 0755);
+        copied += " and the trainer module (" + mib(fs::file_size(mod, ec)) + ")";
+      }
+      progress(n.name, "synced in " + elapsed() + " (token, spec; " + copied + ")");
 
       stage = "starting";
-      const ExecResult st = s.exec(spec.remote.back(), "starting the agent");
-      auto g = parse_fields(st.out);
-      ProcessRecord p;
-      p.role = "agent";
-      p.node = n.name;
-      p.host = n.target.host;
-      p.log = spec.log;
-      try {
-        p.pid = static_cast<pid_t>(std::stol(g.at("pid")));
-      } catch (const std::exception&) {
-        throw Error(ExitCode::kFailure, n.target.label() + ": the start command printed no pid (exit " +
-                                            std::to_string(st.exit_status) + "): " + trim(st.out + st.err),
-                    "run it by hand (verlctl up --dry-run shows it)");
-      }
-      try {
-        p.start_ticks = std::stoll(g.at("ticks"));
-      } catch (const std::exception&) {
-        throw Error(ExitCode::kFailure,
-                    n.target.label() + ": the agent (pid " + std::to_string(p.pid) + ") ended right away",
-                    "its log is " + spec.log);
-      }
-      return p;
+      return started_record(n, spec, s.exec(spec.remote.back(), "starting the agent"));
     } catch (const Error& e) {
       progress(n.name, "failed while " + stage + " after " + elapsed() + ": " + e.what());
       throw Error(e.code(), "node " + n.name + " failed while " + stage + ": " + e.what(), e.hint());
@@ -491,9 +609,10 @@ class SshBackend : public Backend {
   size_t agents_ = 0;
   std::mutex sessions_mu_;
   std::map<size_t, std::unique_ptr<SshSession>> sessions_;
-  std::map<std::string, Clock::time_point> checked_;
-  std::once_flag version_once_;
-  std::pair<std::string, std::string> local_version_;
+  std::map<std::string, Clock::time_point> checked_;  // record_key -> when it last ran
+  std::map<std::string, std::string> gone_;             // record_key -> how it ended
+  mutable std::once_flag version_once_;
+  mutable std::pair<std::string, std::string> local_version_;
 };
 
 }  // namespace

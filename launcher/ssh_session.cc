@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -250,7 +251,7 @@ std::unique_ptr<SshSession> SshSession::connect(const SshTarget& target_in) {
 }
 
 ExecResult SshSession::exec(const std::string& command, const std::string& what,
-                            std::optional<std::chrono::milliseconds> timeout) {
+                            std::optional<std::chrono::milliseconds> timeout, const std::string& input) {
   const std::string label = target_.label();
   ssh_session s = impl_->s;
   const auto limit = timeout.value_or(target_.command_timeout);
@@ -270,7 +271,13 @@ ExecResult SshSession::exec(const std::string& command, const std::string& what,
   } guard{ch};
   if (ssh_channel_open_session(ch) != SSH_OK) throw broken("cannot open a session channel");
   if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) throw broken("cannot start the command");
-  ssh_channel_send_eof(ch);  // stdin: nothing
+  // stdin: input, then EOF. Blocking writes: the session has the connect timeout as its limit.
+  for (size_t off = 0; off < input.size();) {
+    const int n = ssh_channel_write(ch, input.data() + off, static_cast<uint32_t>(std::min<size_t>(input.size() - off, 32768)));
+    if (n == SSH_ERROR) throw broken("writing its input");
+    off += static_cast<size_t>(n);
+  }
+  ssh_channel_send_eof(ch);
 
   ExecResult r;
   char buf[16384];

@@ -61,12 +61,13 @@ class SshSession {
 
   const SshTarget& target() const { return target_; }
 
-  // Runs command in the remote user's shell (stdin at EOF) and waits for it; a non-zero exit
+  // Runs command in the remote user's shell and waits for it; its stdin is input, then EOF
+  // (input carries what must not show in the remote command line, a token). A non-zero exit
   // status is returned, not thrown. Throws verl::Error: 124 past the timeout (the command is
   // sent SIGTERM and its channel closed), 4 when the connection breaks. what names the command
   // in messages ("starting the agent").
   ExecResult exec(const std::string& command, const std::string& what,
-                  std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+                  std::optional<std::chrono::milliseconds> timeout = std::nullopt, const std::string& input = {});
 
   // Writes data (or the file at local_path) to remote_path with mode, atomically: a temporary
   // name in the same directory, then a rename over remote_path. The directory must exist.

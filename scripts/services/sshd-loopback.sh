@@ -10,6 +10,8 @@
 #   wrong_ed25519       a key pair they do not accept
 #   known_hosts         every host's key, "[127.0.0.x]:PORT ssh-ed25519 ..."
 #   port                the port, for stop and the tests
+# Each host logs to DIR/host-<i>/sshd.log at $SSHD_LOG_LEVEL (default ERROR; VERBOSE logs one
+# "Starting session: command ..." line per command run, which tests count).
 # Every sshd runs in the foreground (-D) under its own config (no PAM, StrictModes off so DIR may
 # live under /tmp, root may log in with a key); start returns once each answers with its SSH
 # banner, never after a fixed sleep, and fails naming the host that does not.
@@ -79,7 +81,7 @@ UseDNS no
 PrintMotd no
 MaxStartups 200:30:400
 MaxSessions 100
-LogLevel ERROR
+LogLevel ${SSHD_LOG_LEVEL:-ERROR}
 Subsystem sftp internal-sftp
 CONF
     stop_one "$h/sshd.pid"

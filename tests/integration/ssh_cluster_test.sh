@@ -6,7 +6,9 @@
 # reason and down still cleans up; down leaves no verlctl process. Faults, each with its exit
 # code, the host and stage named, and nothing left running: a host that refuses connections (4),
 # one that accepts but never answers (124), a changed host key (4, even with
-# --accept-new-host-keys), a wrong key (4), an unknown key (4; accepted with the flag).
+# --accept-new-host-keys), a wrong key (4), an unknown key (4; accepted with the flag, for that
+# up only: the next down does not accept a key it does not know), a node on another machine
+# while the head listens on loopback (3, before anything starts).
 set -euo pipefail
 : "${VERLCTL:?set VERLCTL to the verlctl binary}" "${VERL_SOURCE_DIR:?set VERL_SOURCE_DIR}"
 
@@ -25,7 +27,7 @@ ours() { pgrep -f -- "$work" | grep -vx "$$" || true; }
 
 cleanup() {
   set +e
-  for c in sshc f-refused f-silent f-changed f-wrongkey f-unknown; do
+  for c in sshc f-refused f-silent f-changed f-wrongkey f-unknown f-bind; do
     "$VERLCTL" down --name "$c" --timeout 2 >/dev/null 2>&1
   done
   [ -n "$listener_pid" ] && kill "$listener_pid" 2>/dev/null
@@ -43,7 +45,7 @@ free_port() {
 port=$(free_port 127.0.0.2)
 dash=$(free_port 127.0.0.1)
 store=$(free_port 127.0.0.1)
-"$sshd" start 4 "$sshd_dir" "$port" || fail "cannot start sshd on 127.0.0.2-5"
+SSHD_LOG_LEVEL=VERBOSE "$sshd" start 4 "$sshd_dir" "$port" || fail "cannot start sshd on 127.0.0.2-5"
 
 spec=$work/spec.yaml
 cat >"$spec" <<EOF
@@ -133,6 +135,31 @@ down=$("$VERLCTL" down --name sshc 2>&1) || fail "down failed: $down"
 left=$(ours | xargs -r -n1 ps -o pid=,args= -p | grep verlctl || true)
 [ -z "$left" ] || fail "verlctl processes left after down: $left"
 
+# --- up with verlctl current on the nodes: one connection per node, no SFTP ------------------
+# sshd at LogLevel VERBOSE logs each connection ("Accepted publickey") and each session
+# ("Starting session: command" / "subsystem 'sftp'"). The token and spec go on the stdin of the
+# command that also starts the agent; the same connection serves the liveness checks while up
+# waits for the agent to register.
+count() { grep -c "$2" "$sshd_dir/host-$1/sshd.log" || true; }
+declare -A before
+for i in 1 2 3 4; do
+  before[$i.conn]=$(count "$i" "Accepted publickey")
+  before[$i.sftp]=$(count "$i" "Starting session: subsystem 'sftp'")
+  before[$i.cmd]=$(count "$i" "Starting session: command")
+done
+out=$("$VERLCTL" up -f "$spec" --skip-preflight --timeout 90 2>&1) || fail "up with verlctl current failed: $out"
+for i in 1 2 3 4; do
+  h=127.0.0.$((i + 1))
+  conn=$(($(count "$i" "Accepted publickey") - before[$i.conn]))
+  sftp=$(($(count "$i" "Starting session: subsystem 'sftp'") - before[$i.sftp]))
+  cmd=$(($(count "$i" "Starting session: command") - before[$i.cmd]))
+  [ "$conn" = 1 ] || fail "up connected $conn times to $h, want 1: $out"
+  [ "$sftp" = 0 ] || fail "up opened $sftp SFTP sessions on $h with verlctl current, want 0: $out"
+  [ "$cmd" -ge 1 ] || fail "up ran no command on $h: $out"
+  grep -q "$h: synced in .* (token, spec; verlctl up to date)" <<<"$out" || fail "verlctl on $h was not found current: $out"
+done
+down=$("$VERLCTL" down --name sshc 2>&1) || fail "down failed: $down"
+
 # --- faults ------------------------------------------------------------------------------------
 # Each: the exit code, the host and stage in the message, and nothing of ours left running.
 expect_fault() {  # name code pattern [up args...]
@@ -181,8 +208,33 @@ expect_fault f-unknown 4 "is unknown (not in $unknown)" ssh.known_hosts="$unknow
 out=$("$VERLCTL" up -f "$spec" name=f-unknown ssh.known_hosts="$unknown" --accept-new-host-keys --skip-preflight 2>&1) ||
   fail "up --accept-new-host-keys failed: $out"
 [ "$(grep -c "^\[127.0.0.[2-5]\]:$port " "$unknown")" = 4 ] || fail "accepted keys not in $unknown: $(cat "$unknown")"
-"$VERLCTL" down --name f-unknown >/dev/null 2>&1 || fail "down of f-unknown failed"
-left=$(ours | xargs -r -n1 ps -o pid=,args= -p | grep verlctl || true)
+# The flag was for that up only: the recorded spec checks strictly, and a down that meets a key
+# it does not know (127.0.0.4's entry removed) refuses that node instead of adding its key.
+python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["ssh"]["strict_host_keys"] is True' \
+  "$VERLCTL_HOME/f-unknown/cluster.json" || fail "up recorded --accept-new-host-keys in cluster.json"
+sed -i "/^\[127.0.0.4\]:$port /d" "$unknown"
+down=$("$VERLCTL" down --name f-unknown 2>&1) || fail "down of f-unknown failed: $down"
+grep -q "^\[127.0.0.4\]" "$unknown" && fail "down accepted 127.0.0.4's unknown key: $(cat "$unknown")"
+grep -q "127.0.0.4: ended (.*could not be checked (.*is unknown (not in $unknown)" <<<"$down" ||
+  fail "down does not say that it could not check 127.0.0.4 (unknown key): $down"
+expect_fault f-unknown 4 "127.0.0.4:$port: verifying the host key: the host key .* is unknown" ssh.known_hosts="$unknown"
+# The agent down could not reach left by itself: the head told it to shut down.
+for _ in $(seq 1 100); do
+  left=$(ours | xargs -r -n1 ps -o pid=,args= -p | grep verlctl || true)
+  [ -z "$left" ] && break
+  sleep 0.1
+done
 [ -z "$left" ] || fail "processes left after the last down: $left"
+
+# --- a node on another machine with the head on loopback: exit 3 before anything starts ------
+# 0.0.0.0 is not loopback for the check; were it dialled, it would reach this machine only.
+rc=0
+msg=$("$VERLCTL" up -f "$spec" name=f-bind --skip-preflight 'nodes=[{host: 127.0.0.2}, {host: 0.0.0.0}]' 2>&1) || rc=$?
+[ "$rc" = 3 ] || fail "f-bind: exit $rc, want 3: $msg"
+grep -q "head.bind_host is 127.0.0.1, a loopback address, but nodes\[1\].host 0.0.0.0 is another machine" <<<"$msg" ||
+  fail "f-bind: the error does not name head.bind_host and the node: $msg"
+grep -q "hint: set head.bind_host=0.0.0.0" <<<"$msg" || fail "f-bind: no hint: $msg"
+[ ! -e "$VERLCTL_HOME/f-bind/state.json" ] || fail "f-bind: up started something: $(cat "$VERLCTL_HOME/f-bind/state.json")"
+[ ! -e "$work/remote/f-bind" ] || fail "f-bind: up reached the nodes"
 
 echo "ssh_cluster_test: ok"

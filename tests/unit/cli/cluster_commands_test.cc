@@ -65,10 +65,16 @@ TEST_F(ClusterCommands, LocalZeroIsAUsageError) {
 
 TEST_F(ClusterCommands, SshDryRunShowsTheRemoteAgentCommandAndConnectsNowhere) {
   // 10.0.0.2 is unreachable from here: a dry run that tried to connect would fail.
-  const auto r = verlctl({"up", "--dry-run", "backend=ssh", "nodes=[{host: 10.0.0.2}]"});
+  const auto r = verlctl({"up", "--dry-run", "backend=ssh", "nodes=[{host: 10.0.0.2}]", "head.host=10.0.0.1", "head.bind_host=0.0.0.0"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("10.0.0.2"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" agent --head "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" agent --head 10.0.0.1:8265 "), std::string::npos) << r.out;
+  // The head's defaults (listening on 127.0.0.1) would leave that node's agent outside: exit 3
+  // naming the key, in a dry run as in up.
+  const auto loopback = verlctl({"up", "--dry-run", "backend=ssh", "nodes=[{host: 10.0.0.2}]"});
+  EXPECT_EQ(loopback.code, 3) << loopback.err;
+  EXPECT_NE(loopback.err.find("head.bind_host is 127.0.0.1"), std::string::npos) << loopback.err;
+  EXPECT_NE(loopback.err.find("hint: set head.bind_host=0.0.0.0"), std::string::npos) << loopback.err;
 }
 
 TEST_F(ClusterCommands, StatusWithoutAClusterExits4WithAHint) {

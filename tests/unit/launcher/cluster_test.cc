@@ -78,7 +78,7 @@ TEST_F(TempHome, SshPlanNamesNodesByHostWithTheirRemoteCommands) {
   UpOptions o;
   o.exe = "/opt/verl/verlctl";
   o.overrides = {"backend=ssh", "name=c1", "nodes=[{host: 10.0.0.2}, {host: 10.0.0.3, port: 2200, user: bob}, {host: 10.0.0.3}]",
-                 "ssh.user=alice", "ssh.remote_dir=/scratch/it's here"};
+                 "ssh.user=alice", "ssh.remote_dir=/scratch/it's here", "head.host=10.0.0.1", "head.bind_host=0.0.0.0"};
   const auto plan = plan_up(o);
   ASSERT_EQ(plan.daemons.size(), 4u);
   EXPECT_EQ(plan.daemons[0].role, "head");
@@ -88,15 +88,25 @@ TEST_F(TempHome, SshPlanNamesNodesByHostWithTheirRemoteCommands) {
   for (size_t i = 0; i < names.size(); ++i) {
     const auto& a = plan.daemons[i + 1];
     EXPECT_EQ(a.node, names[i]);
-    ASSERT_GE(a.remote.size(), 4u);
+    // "# ssh ...", "# stdin ...", the sync command (which starts a current verlctl itself),
+    // "# sftp ...", the start command after a copy.
+    ASSERT_EQ(a.remote.size(), 5u);
     EXPECT_EQ(a.remote[0].rfind("# ssh " + targets[i] + " ", 0), 0u) << a.remote[0];
+    EXPECT_EQ(a.remote[1].rfind("# stdin of the next command: " + plan.state_dir + "/token, then ", 0), 0u) << a.remote[1];
     const std::string dir = "'/scratch/it'\\''s here/c1/nodes/" + names[i] + "'";
-    EXPECT_NE(a.remote[1].find("mkdir -p " + dir), std::string::npos) << a.remote[1];
+    const std::string& sync = a.remote[2];
+    EXPECT_EQ(sync.rfind("umask 077 && mkdir -p " + dir + " '/scratch/it'\\''s here/bin' && cd " + dir + " && ", 0), 0u) << sync;
+    EXPECT_NE(sync.find("read -r token && printf '%s\\n' \"$token\" >token.tmp && mv -f token.tmp token"), std::string::npos) << sync;
     const std::string& start = a.remote.back();
     EXPECT_EQ(start.rfind("cd " + dir + " || exit 1; setsid nohup '/scratch/it'\\''s here/bin/verlctl' agent ", 0), 0u) << start;
+    EXPECT_NE(start.find("--head 10.0.0.1:8265 "), std::string::npos) << start;
     EXPECT_NE(start.find("--token-file " + dir.substr(0, dir.size() - 1) + "/token'"), std::string::npos) << start;
     EXPECT_NE(start.find("--node " + names[i] + " "), std::string::npos) << start;
     EXPECT_NE(start.find("</dev/null >>agent.log 2>&1 &"), std::string::npos) << start;
+    // A current verlctl starts within the sync command: the same start line, behind the check.
+    const std::string start_only = start.substr(start.find("setsid nohup"));
+    EXPECT_NE(sync.find("] && [ \"$s\" = "), std::string::npos) << sync;
+    EXPECT_NE(sync.find("; then " + start_only + "; else printf 'version="), std::string::npos) << sync;
     EXPECT_EQ(a.log, a.host + ":/scratch/it's here/c1/nodes/" + names[i] + "/agent.log");
   }
   EXPECT_FALSE(fs::exists(home_)) << "a plan (dry run) must not create the state directory";
@@ -104,11 +114,60 @@ TEST_F(TempHome, SshPlanNamesNodesByHostWithTheirRemoteCommands) {
 
 TEST_F(TempHome, SshRemoteDirUnderHomeIsExpandedByTheRemoteShell) {
   UpOptions o;
-  o.overrides = {"backend=ssh", "nodes=[{host: h1}]", "ssh.copy_binary=never"};
+  o.overrides = {"backend=ssh", "nodes=[{host: 127.0.0.2}]", "ssh.copy_binary=never"};
   const auto plan = plan_up(o);
-  const std::string& start = plan.daemons.at(1).remote.back();
-  EXPECT_EQ(start.rfind("cd \"$HOME\"/.verlctl/local/nodes/h1 || exit 1; setsid nohup verlctl agent ", 0), 0u) << start;
-  for (const auto& line : plan.daemons.at(1).remote) EXPECT_EQ(line.find("-> ~/.verlctl/bin"), std::string::npos) << line;
+  // copy_binary never: one command, nothing copied; it starts verlctl from the PATH.
+  ASSERT_EQ(plan.daemons.at(1).remote.size(), 3u);
+  const std::string& sync = plan.daemons.at(1).remote.back();
+  EXPECT_EQ(sync.rfind("umask 077 && mkdir -p \"$HOME\"/.verlctl/local/nodes/127.0.0.2 && cd \"$HOME\"/.verlctl/local/nodes/127.0.0.2 && ", 0), 0u)
+      << sync;
+  EXPECT_NE(sync.find("if command -v verlctl >/dev/null 2>&1; then setsid nohup verlctl agent "), std::string::npos) << sync;
+  for (const auto& line : plan.daemons.at(1).remote) EXPECT_EQ(line.find("sftp"), std::string::npos) << line;
+}
+
+// A node on another machine cannot reach a head that listens on loopback (the default
+// head.bind_host) or that it is told is on loopback (head.host): up refuses before it starts
+// anything, naming the key.
+TEST_F(TempHome, SshNodeElsewhereWithALoopbackHeadIsInvalidConfig) {
+  UpOptions o;
+  o.overrides = {"backend=ssh", "nodes=[{host: 127.0.0.2}, {host: 10.0.0.3}]"};
+  try {
+    plan_up(o);
+    FAIL() << "a loopback head with a node at 10.0.0.3 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_EQ(std::string(e.what()).rfind("head.bind_host is 127.0.0.1", 0), 0u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nodes[1].host 10.0.0.3"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("head.bind_host=0.0.0.0"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("head.host"), std::string::npos) << e.hint();
+  }
+  o.overrides.push_back("head.bind_host=0.0.0.0");
+  try {
+    plan_up(o);
+    FAIL() << "head.host 127.0.0.1 with a node at 10.0.0.3 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_EQ(std::string(e.what()).rfind("head.host is 127.0.0.1", 0), 0u) << e.what();
+  }
+  o.overrides.push_back("head.host=10.0.0.1");
+  EXPECT_EQ(plan_up(o).daemons.size(), 3u);
+  // Every node on this machine's loopback: the defaults work.
+  UpOptions here;
+  here.overrides = {"backend=ssh", "nodes=[{host: 127.0.0.2}, {host: 127.0.0.3}]"};
+  EXPECT_EQ(plan_up(here).daemons.size(), 3u);
+}
+
+// --accept-new-host-keys is for the up that is given it: its backend adds unknown keys, the
+// recorded spec (what down reads) keeps strict checking.
+TEST_F(TempHome, AcceptNewHostKeysIsNotRecorded) {
+  UpOptions o;
+  o.overrides = {"backend=ssh", "nodes=[{host: 127.0.0.2}]"};
+  o.accept_new_host_keys = true;
+  const auto plan = plan_up(o);
+  EXPECT_EQ(plan.spec.at("ssh").at("strict_host_keys"), true);
+  EXPECT_NE(plan.daemons.at(1).remote.at(0).find("unknown ones added"), std::string::npos) << plan.daemons.at(1).remote.at(0);
+  o.accept_new_host_keys = false;
+  EXPECT_NE(plan_up(o).daemons.at(1).remote.at(0).find(", strict"), std::string::npos);
 }
 
 TEST_F(TempHome, BadSpecIsInvalidConfig) {

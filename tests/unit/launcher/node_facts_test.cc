@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/error.h"
 #include "tests/unit/launcher/fake_sysfs.h"
 
 namespace verl::launcher {
@@ -80,6 +81,35 @@ TEST(NodeFacts, LoopbackAddressesAreLoopback) {
   EXPECT_FALSE(is_loopback_address("128.0.0.1"));
   EXPECT_FALSE(is_loopback_address("10.0.0.1"));
   EXPECT_FALSE(is_loopback_address("127.example.com"));
+}
+
+// The slurm case: where the agents run is not known, only the address the allocation gave the
+// head. A head that listens on loopback is reached only when that address is loopback too.
+TEST(NodeFacts, HeadOnLoopbackIsReachedOnlyOverLoopback) {
+  EXPECT_NO_THROW(check_head_reach("127.0.0.1", "127.0.0.1", "", ""));
+  EXPECT_NO_THROW(check_head_reach("0.0.0.0", "10.1.2.3", "", ""));
+  EXPECT_NO_THROW(check_head_reach("0.0.0.0", "10.1.2.3", "10.1.2.4", "nodes[0].host 10.1.2.4"));
+  try {
+    check_head_reach("127.0.0.1", "10.1.2.3", "", "");
+    FAIL() << "a loopback head dialled at 10.1.2.3 passed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_EQ(std::string(e.what()), "head.bind_host is 127.0.0.1, a loopback address, but the agents dial the head at 10.1.2.3, "
+                                     "where it would not listen");
+    EXPECT_EQ(e.hint(), "set head.bind_host=0.0.0.0 (or to the address the agents dial)");
+  }
+  // An agent elsewhere: the bind host is named first; head.host alone when it is the only fault.
+  EXPECT_THROW(check_head_reach("localhost", "127.0.0.1", "10.1.2.4", "nodes[0].host 10.1.2.4"), Error);
+  try {
+    check_head_reach("0.0.0.0", "127.0.0.1", "10.1.2.4", "nodes[3].host 10.1.2.4");
+    FAIL() << "head.host 127.0.0.1 for an agent at 10.1.2.4 passed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("head.host is 127.0.0.1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nodes[3].host 10.1.2.4"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(reaches_loopback("127.0.0.5"), true);
+  EXPECT_EQ(reaches_loopback("10.1.2.3"), false);
 }
 
 TEST(NodeFacts, ThisMachineByLoopbackHostnameOrAddress) {

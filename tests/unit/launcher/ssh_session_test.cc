@@ -131,6 +131,18 @@ TEST_F(SshSessionTest, ExecReturnsOutputErrorsAndExitStatus) {
   EXPECT_EQ(s->exec("cat; echo done", "cat").out, "done\n");
 }
 
+// Input reaches the command's stdin whole (more than one channel write), then EOF; the shell's
+// read builtin takes exactly one line of it, as the ssh backend's sync command relies on.
+TEST_F(SshSessionTest, ExecFeedsItsInputThenEof) {
+  auto s = SshSession::connect(target());
+  std::string big;
+  for (int i = 0; big.size() < 200000; ++i) big += "line " + std::to_string(i) + "\n";
+  const auto r = s->exec("IFS= read -r first && printf '%s|' \"$first\" && wc -c", "reading stdin", std::nullopt,
+                         "secret-token\n" + big);
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(r.out, "secret-token|" + std::to_string(big.size()) + "\n");
+}
+
 TEST_F(SshSessionTest, ExecPastItsTimeoutIsTimedOutNamingTheHost) {
   auto s = SshSession::connect(target());
   const auto t0 = Clock::now();
