@@ -1,63 +1,16 @@
 #!/usr/bin/env bash
 # `verlctl probe` across a 4-host SSH cluster: real OpenSSH servers on 127.0.0.2-5
-# (scripts/services/sshd-loopback.sh), started and stopped here; up --skip-preflight, then the
+# (tests/integration/lib/ssh_hosts.sh), started and stopped here; up --skip-preflight, then the
 # probes on every host through the head: per host a row of tcp (bandwidth to the head's probe
 # server), ports (the head's dashboard), shm, disk, clock (offset against the head's time
 # server) and versions, all passing and agreeing; nccl_inter run by the head as ranks 0-3, one
 # per host, that meet at rank 0 and skip without a GPU; a threshold no host meets exits 5 naming
 # each host; then `up` itself running the preflight. Nothing is left running.
 set -euo pipefail
-: "${VERLCTL:?set VERLCTL to the verlctl binary}" "${VERL_SOURCE_DIR:?set VERL_SOURCE_DIR}"
-
-work=$(mktemp -d /tmp/verl_ssh_probe.XXXXXX)
-export VERLCTL_HOME=$work/home
-sshd_dir=$work/sshd
-sshd=$VERL_SOURCE_DIR/scripts/services/sshd-loopback.sh
-unset SSH_AUTH_SOCK
-hosts="127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-cleanup() {
-  set +e
-  "$VERLCTL" down --name sshp --timeout 2 >/dev/null 2>&1
-  "$sshd" stop 4 "$sshd_dir" >/dev/null 2>&1
-  local left
-  left=$(pgrep -f -- "$work/home\|$work/remote" || true)
-  [ -n "$left" ] && kill -9 $left 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1],0)); print(s.getsockname()[1])' "$1"; }
-port=$(free_port 127.0.0.2)
-dash=$(free_port 127.0.0.1)
-store=$(free_port 127.0.0.1)
-"$sshd" start 4 "$sshd_dir" "$port" || fail "cannot start sshd on 127.0.0.2-5"
-
-spec=$work/spec.yaml
-cat >"$spec" <<YAML
-name: sshp
-backend: ssh
-head:
-  host: 127.0.0.1
-  dashboard_port: $dash
-  store_port: $store
-  heartbeat_interval_s: 0.3
-  heartbeat_timeout_s: 6.0
-nodes:
-  - {host: 127.0.0.2}
-  - {host: 127.0.0.3}
-  - {host: 127.0.0.4}
-  - {host: 127.0.0.5}
-ssh:
-  user: root
-  port: $port
-  identity_file: $sshd_dir/id_ed25519
-  known_hosts: $sshd_dir/known_hosts
-  connect_timeout_s: 5
-  command_timeout_s: 60
-  remote_dir: $work/remote
-YAML
+source "${VERL_SOURCE_DIR:?set VERL_SOURCE_DIR}/tests/integration/lib/ssh_hosts.sh"
+ssh_hosts_start verl_ssh_probe 4
+trap 'ssh_hosts_cleanup sshp' EXIT
+spec=$(ssh_hosts_spec sshp 6.0)
 
 # field JSON NODE PROBE METRIC KEY
 field() {

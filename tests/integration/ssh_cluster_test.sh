@@ -10,67 +10,20 @@
 # up only: the next down does not accept a key it does not know), a node on another machine
 # while the head listens on loopback (3, before anything starts).
 set -euo pipefail
-: "${VERLCTL:?set VERLCTL to the verlctl binary}" "${VERL_SOURCE_DIR:?set VERL_SOURCE_DIR}"
-
-work=$(mktemp -d /tmp/verl_ssh_cluster.XXXXXX)
-export VERLCTL_HOME=$work/home
-sshd_dir=$work/sshd
-sshd=$VERL_SOURCE_DIR/scripts/services/sshd-loopback.sh
+source "${VERL_SOURCE_DIR:?set VERL_SOURCE_DIR}/tests/integration/lib/ssh_hosts.sh"
 listener_pid=""
-unset SSH_AUTH_SOCK
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
+SSHD_LOG_LEVEL=VERBOSE  # the sshd logs count connections and SFTP sessions
+ssh_hosts_start verl_ssh_cluster 4
+cleanup() {
+  [ -n "$listener_pid" ] && kill "$listener_pid" 2>/dev/null
+  ssh_hosts_cleanup sshc f-refused f-silent f-changed f-wrongkey f-unknown f-bind
+}
+trap cleanup EXIT
+spec=$(ssh_hosts_spec sshc 4.0)
 
 # Our processes are the ones whose command line names $work (agents' token files, the head's
 # state dir, the sshd configs); nothing else is touched.
 ours() { pgrep -f -- "$work" | grep -vx "$$" || true; }
-
-cleanup() {
-  set +e
-  for c in sshc f-refused f-silent f-changed f-wrongkey f-unknown f-bind; do
-    "$VERLCTL" down --name "$c" --timeout 2 >/dev/null 2>&1
-  done
-  [ -n "$listener_pid" ] && kill "$listener_pid" 2>/dev/null
-  "$sshd" stop 4 "$sshd_dir" >/dev/null 2>&1
-  local left
-  left=$(pgrep -f -- "$work/home\|$work/remote" || true)
-  [ -n "$left" ] && kill -9 $left 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1],0)); print(s.getsockname()[1])' "$1"
-}
-port=$(free_port 127.0.0.2)
-dash=$(free_port 127.0.0.1)
-store=$(free_port 127.0.0.1)
-SSHD_LOG_LEVEL=VERBOSE "$sshd" start 4 "$sshd_dir" "$port" || fail "cannot start sshd on 127.0.0.2-5"
-
-spec=$work/spec.yaml
-cat >"$spec" <<EOF
-name: sshc
-backend: ssh
-head:
-  host: 127.0.0.1
-  dashboard_port: $dash
-  store_port: $store
-  heartbeat_interval_s: 0.3
-  heartbeat_timeout_s: 4.0
-nodes:
-  - {host: 127.0.0.2}
-  - {host: 127.0.0.3}
-  - {host: 127.0.0.4}
-  - {host: 127.0.0.5}
-ssh:
-  user: root
-  port: $port
-  identity_file: $sshd_dir/id_ed25519
-  known_hosts: $sshd_dir/known_hosts
-  connect_timeout_s: 3
-  command_timeout_s: 30
-  remote_dir: $work/remote
-EOF
 
 agent_pids() {
   python3 -c 'import json,sys; print(" ".join(str(p["pid"]) for p in json.load(open(sys.argv[1]))["processes"] if p["role"]=="agent"))' \

@@ -5,7 +5,7 @@
 #
 #   ssh_hosts_start PREFIX N   makes $work (/tmp/PREFIX.XXXXXX), sets VERLCTL_HOME=$work/home,
 #                              $sshd_dir, $port (sshd's), $dash and $store (the head's), $hosts
-#                              (127.0.0.2 ..), starts the servers
+#                              (127.0.0.2 ..), starts the servers (logging at $SSHD_LOG_LEVEL)
 #   ssh_hosts_spec NAME [TIMEOUT_S]
 #                              writes $work/NAME.yaml (backend ssh over $hosts, the head on
 #                              127.0.0.1 with fast heartbeats, nodes' files under $work/remote)
@@ -34,7 +34,7 @@ ssh_hosts_start() {
   port=$(free_port 127.0.0.2)
   dash=$(free_port 127.0.0.1)
   store=$(free_port 127.0.0.1)
-  "$VERL_SOURCE_DIR/scripts/services/sshd-loopback.sh" start "$n" "$sshd_dir" "$port" ||
+  SSHD_LOG_LEVEL=${SSHD_LOG_LEVEL:-ERROR} "$VERL_SOURCE_DIR/scripts/services/sshd-loopback.sh" start "$n" "$sshd_dir" "$port" ||
     fail "cannot start sshd on 127.0.0.2-$((n + 1))"
 }
 
