@@ -5,16 +5,10 @@
 #include <sstream>
 
 #include "common/process.h"
+#include "common/strings.h"
 
 namespace verl::launcher {
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 // A whole non-negative integer, else -1 ("[N/A]", "[Not Supported]", "").
 int64_t number_or_missing(const std::string& field) {

@@ -21,6 +21,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/process.h"
+#include "common/strings.h"
 #include "common/template.h"
 #include "launcher/backend.h"
 #include "launcher/head.h"
@@ -39,13 +40,6 @@ constexpr std::chrono::seconds kCancelTimeout{120};
 // The states a job ends in (squeue and sacct spell them the same).
 const std::set<std::string> kFinished = {"COMPLETED", "CANCELLED", "FAILED",    "TIMEOUT",       "NODE_FAIL", "PREEMPTED",
                                          "BOOT_FAIL", "DEADLINE",  "REVOKED",   "OUT_OF_MEMORY", "SPECIAL_EXIT"};
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
 
 std::string first_line(const std::string& s) { return trim(s.substr(0, s.find('\n'))); }
 

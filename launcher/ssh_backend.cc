@@ -32,6 +32,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/process.h"
+#include "common/strings.h"
 #include "launcher/backend.h"
 #include "launcher/node_facts.h"
 #include "launcher/ssh_session.h"
@@ -81,11 +82,6 @@ const char* const kTicksFn =
     "t() { sed 's/.*) //' \"/proc/$1/stat\" 2>/dev/null | awk '$1 != \"Z\" && $1 != \"X\" {print $20}'; }";
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 // key=value lines of a remote command's output.
 std::map<std::string, std::string> parse_fields(const std::string& out) {

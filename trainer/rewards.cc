@@ -6,15 +6,10 @@
 #include <regex>
 #include <vector>
 
+#include "common/strings.h"
+
 namespace verl::trainer::rewards {
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 std::string gt_string(const nlohmann::json& gt) {
   if (gt.is_string()) return gt.get<std::string>();
