@@ -64,16 +64,18 @@ void register_status(CLI::App& app, Context& ctx) {
       else print_job(*ctx.out, j);
       return;
     }
-    const HeadTarget head = find_head(*target);
     launcher::StatusReport r;
-    if (head.by_address) {  // a head on another machine: what it says, without this machine's state
+    HeadTarget head;
+    if (targets_address(*target)) {  // a head on another machine: what it says, without this machine's state
+      head = find_head(*target);
       auto client = connect(head, std::chrono::milliseconds(3000));
       r.cluster = client->get("/api/cluster");
       r.nodes = client->get("/api/nodes").value("nodes", Json::array());
       r.state.head_host = head.address.host;
       r.state.head_port = head.address.port;
     } else {
-      r = launcher::query_status(*name);
+      r = launcher::query_status(*name);  // its errors name the cluster's state and head address
+      head = find_head(*target);
     }
     const Json probe_run = latest_probes(head);
     if (ctx.output == OutputFormat::kJson) {

@@ -16,14 +16,16 @@ void add_target_options(CLI::App* cmd, TargetArgs& a) {
   cmd->add_option("--token-file", a.token_file, "File with the head's token, with --address (or $VERLCTL_TOKEN)");
 }
 
+bool targets_address(const TargetArgs& a) {
+  return !a.address.empty() || (!a.by_name && std::getenv("VERLCTL_ADDRESS") && *std::getenv("VERLCTL_ADDRESS"));
+}
+
 HeadTarget find_head(const TargetArgs& a) {
   HeadTarget t;
-  std::string address = a.address;
-  if (address.empty() && !a.by_name && std::getenv("VERLCTL_ADDRESS")) address = std::getenv("VERLCTL_ADDRESS");
-  if (!address.empty()) {
+  if (targets_address(a)) {
+    const std::string address = a.address.empty() ? std::getenv("VERLCTL_ADDRESS") : a.address;
     t.address = launcher::HeadAddress::parse(address);
     t.cluster = address;
-    t.by_address = true;
     if (!a.token_file.empty()) t.token = launcher::read_token(a.token_file);
     else if (std::getenv("VERLCTL_TOKEN")) t.token = std::getenv("VERLCTL_TOKEN");
     if (t.token.empty())

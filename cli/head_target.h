@@ -27,10 +27,13 @@ void add_target_options(CLI::App* cmd, TargetArgs& args);
 
 struct HeadTarget {
   std::string cluster;  // the name, or the address when given by address
-  bool by_address = false;  // --address or $VERLCTL_ADDRESS: no state directory here
   launcher::HeadAddress address;
   std::string token;
 };
+
+// Whether args name a head by address (--address, or $VERLCTL_ADDRESS unless a name was chosen)
+// rather than a cluster's state directory.
+bool targets_address(const TargetArgs& args);
 
 // Throws verl::Error: unreachable (4) when there is no such cluster or it is down; usage (2)
 // for an address without a token.
