@@ -281,17 +281,48 @@ void JobController::task_ended(Placement p, int64_t now_ms) {
     return;
   }
   const bool ok = p.error.empty() && p.exit_code && *p.exit_code == 0 && p.signal == 0;
+  bool active = false, all_ok = true;
+  for (const auto& q : store_.placements(job->id, job->attempt)) {
+    if (q.state != TaskState::kExited) active = true;
+    else if (!(q.error.empty() && q.exit_code && *q.exit_code == 0 && q.signal == 0)) all_ok = false;
+  }
   if (!ok) {
-    fail_attempt(*job, p, "rank " + std::to_string(p.rank) + " on " + p.host + " (" + p.node + ") " + describe_exit(p),
-                 now_ms);
+    // A rank killed by a signal, or lost with its node, is a cause; one that exited with an
+    // error code may be reacting to a peer that died (a collective that broke). Its verdict
+    // waits a quarter of the heartbeat timeout, so that the peer's report can arrive and be
+    // named as the cause, unless every rank has ended already.
+    if (p.signal == 0 && p.error.empty() && active) {
+      settling_.emplace(job->id, std::make_pair(job->attempt, now_ms + options_.heartbeat_timeout_ms / 4));
+      return;
+    }
+    decide_failure(*job, now_ms);
     return;
   }
-  for (const auto& q : store_.placements(job->id, job->attempt))
-    if (q.state != TaskState::kExited) return;
+  if (active) return;
+  if (!all_ok) {
+    decide_failure(*job, now_ms);
+    return;
+  }
   job->state = JobState::kSucceeded;
   store_.update(*job, now_ms, "every rank exited 0");
   log::Info() << job->name() << " SUCCEEDED";
   settle(*job, now_ms);
+}
+
+void JobController::decide_failure(const JobRecord& job, int64_t now_ms) {
+  settling_.erase(job.id);
+  std::optional<Placement> cause;
+  auto rank_of = [](const Placement& q) {  // a signal first, then a lost node or start error, then an exit code
+    return q.signal != 0 ? 0 : !q.error.empty() ? 1 : 2;
+  };
+  for (const auto& q : store_.placements(job.id, job.attempt)) {
+    if (q.state != TaskState::kExited || (q.error.empty() && q.exit_code && *q.exit_code == 0 && q.signal == 0)) continue;
+    if (!cause || rank_of(q) < rank_of(*cause) || (rank_of(q) == rank_of(*cause) && q.ended_ms < cause->ended_ms)) cause = q;
+  }
+  if (!cause) return;
+  fail_attempt(job, *cause,
+               "rank " + std::to_string(cause->rank) + " on " + cause->host + " (" + cause->node + ") " + describe_exit(*cause),
+               now_ms);
 }
 
 void JobController::fail_attempt(JobRecord job, const Placement& p, const std::string& reason, int64_t now_ms) {
@@ -339,6 +370,11 @@ void JobController::note_restart(int64_t now_ms) {
 
 void JobController::tick(int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, due] : std::map<int64_t, std::pair<int, int64_t>>(settling_)) {
+    const auto job = store_.job(id);
+    if (!job || is_terminal(job->state) || job->attempt != due.first) settling_.erase(id);
+    else if (now_ms >= due.second) decide_failure(*job, now_ms);
+  }
   std::map<std::string, NodeRecord> by_name;
   for (const auto& n : registry_.nodes()) by_name[n.name] = n;
   const bool grace_over = now_ms - options_.head_started_ms >= options_.heartbeat_timeout_ms;

@@ -83,6 +83,8 @@ class JobController {
   // The task ended (exited, gone, node lost): records it and decides what it means for its job.
   void task_ended(Placement p, int64_t now_ms);
   void fail_attempt(JobRecord job, const Placement& p, const std::string& reason, int64_t now_ms);
+  // Fails the job's attempt with the likeliest cause among its ranks that ended badly.
+  void decide_failure(const JobRecord& job, int64_t now_ms);
   // A terminal job whose ranks are all gone: its partial log lines are flushed.
   void settle(const JobRecord& job, int64_t now_ms);
   bool wanted(const JobRecord& job, const Placement& p) const;
@@ -94,6 +96,9 @@ class JobController {
   std::map<std::string, std::string> address_;   // node name -> the address its heartbeats come from
   std::map<std::string, std::string> work_dir_;  // node name -> its agent's work directory
   std::map<int64_t, std::string> pending_reason_;
+  // job -> {attempt, when its failure is decided}: a rank exited with an error code, which may
+  // be its reaction to a peer's death; the peer's report may still be on its way.
+  std::map<int64_t, std::pair<int, int64_t>> settling_;
 };
 
 // "killed by signal 9 (Killed)" / "exited with code 3 (invalid-config)" / the error.

@@ -268,7 +268,30 @@ TEST(JobController, MaxRestartsStartsTheNextAttemptResuming) {
   // The second failure is the last.
   c.beat(c.n1, Json::array(), 800);
   c.beat(c.n1, Json::array({exited("job-1/1/1", 1)}), 900);
+  c.ctl->tick(1000);
+  EXPECT_EQ(c.state(j.id), JobState::kRunning) << "an exit code waits a quarter of the heartbeat timeout for a cause";
+  c.ctl->tick(1150);
   EXPECT_EQ(c.state(j.id), JobState::kFailed);
+  EXPECT_EQ(c.store.job(j.id)->failure["rank"], 1);
+}
+
+// Rank 0 is killed; rank 1, whose collective broke, exits with code 1 and its agent reports
+// first. The job fails naming rank 0 and the signal, not the rank that only reacted.
+TEST(JobController, ARankKilledIsTheCauseEvenWhenAPeersErrorArrivesFirst) {
+  Cluster c;
+  const auto j = c.submit(kTwoRanks);
+  c.ctl->tick(200);
+  c.beat(c.n0, Json::array(), 300);
+  c.beat(c.n1, Json::array(), 300);
+  c.beat(c.n0, Json::array({running("job-1/0/0")}), 400);
+  c.beat(c.n1, Json::array({exited("job-1/1/0", 1)}), 500);
+  EXPECT_EQ(c.state(j.id), JobState::kRunning);
+  c.beat(c.n0, Json::array({killed("job-1/0/0", 9)}), 600);
+  const auto job = *c.store.job(j.id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.failure["rank"], 0);
+  EXPECT_EQ(job.failure["signal"], 9);
+  EXPECT_NE(job.failure["reason"].get<std::string>().find("killed by signal 9"), std::string::npos) << job.failure.dump();
 }
 
 // A restart on a node with GPUs to spare: the next attempt waits until the previous attempt's
