@@ -1,5 +1,6 @@
 #if VERL_TORCH_HAS_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 #include "trainer/model.h"
 
@@ -327,7 +328,13 @@ torch::Tensor position_ids_from_mask(const torch::Tensor& attention_mask) {
 
 void limit_device_memory(const torch::Device& device, double fraction) {
 #if VERL_TORCH_HAS_CUDA
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
+  if (device.is_cuda()) {
+    // The caching allocator sets a device up on its first allocation there; a limit set before
+    // that throws "Allocator not initialized for device" (libtorch 2.x, seen on the H200).
+    (void)torch::empty({1}, torch::TensorOptions().device(device));
+    const int index = device.has_index() ? device.index() : static_cast<int>(c10::cuda::current_device());
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, index);
+  }
 #else
   (void)device;
   (void)fraction;
