@@ -3,6 +3,8 @@
 #   check WHAT 'condition'       prints ok/FAIL: WHAT; a failure sets failed=1 (exit $failed at the end)
 #   wait_for SECONDS 'condition' polls every 0.2 s until it holds or the time is up
 #   job_field JOB 'expr over j'  prints a python expression over the job's JSON
+#   kill_rank JOB PID            kills a rank with -9, waits up to 30 s for the job to be FAILED;
+#                                sets $reason (the failure's) and $fail_ms (kill to FAILED)
 failed=0
 check() { if ! eval "$2"; then echo "FAIL: $1" >&2; failed=1; return 1; else echo "ok: $1" >&2; fi; }
 
@@ -14,4 +16,15 @@ wait_for() {
 
 job_field() {
   "$v" status "$1" --name "$name" -o json 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); print($2)" 2>/dev/null
+}
+
+kill_rank() {
+  local job=$1 t_kill t_failed  # wait_for evals its condition here, where $1 is its own
+  kill -9 "$2"
+  t_kill=$(date +%s%N)
+  wait_for 30 '[ "$(job_field $job "j[\"state\"]")" = FAILED ]'
+  t_failed=$(date +%s%N)
+  fail_ms=$(( (t_failed - t_kill) / 1000000 ))
+  reason=$(job_field "$job" "j[\"failure\"][\"reason\"]")
+  echo "failure: $reason ($fail_ms ms after the kill)" >&2
 }

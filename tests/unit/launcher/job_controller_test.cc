@@ -37,6 +37,14 @@ struct Cluster {
     EXPECT_TRUE(j) << e.error;
     return *j;
   }
+  // Submitted, placed at 200 and its start orders handed to both nodes at 300.
+  JobRecord started(std::vector<std::string> overrides) {
+    auto j = submit(std::move(overrides));
+    ctl->tick(200);
+    beat(n0, Json::array(), 300);
+    beat(n1, Json::array(), 300);
+    return j;
+  }
   Json beat(const NodeRecord& n, Json tasks, int64_t now) {
     registry.heartbeat(n.id, now);
     return ctl->heartbeat(n, tasks, n.name == "node-0" ? "10.0.0.1" : "10.0.0.2", "/w/" + n.name, now);
@@ -198,10 +206,7 @@ TEST(JobController, AProbeJobsTasksAreRanksOfOneRendezvousOnAFreePort) {
 
 TEST(JobController, EveryRankExitingZeroSucceeds) {
   Cluster c;
-  const auto j = c.submit(kTwoRanks);
-  c.ctl->tick(200);
-  c.beat(c.n0, Json::array(), 300);
-  c.beat(c.n1, Json::array(), 300);
+  const auto j = c.started(kTwoRanks);
   c.beat(c.n0, Json::array({exited("job-1/0/0", 0)}), 400);
   EXPECT_EQ(c.state(j.id), JobState::kRunning) << "rank 1 still runs";
   c.beat(c.n1, Json::array({exited("job-1/1/0", 0)}), 500);
@@ -211,10 +216,7 @@ TEST(JobController, EveryRankExitingZeroSucceeds) {
 
 TEST(JobController, AKilledRankFailsTheJobAndTheOthersAreStopped) {
   Cluster c;
-  const auto j = c.submit(kTwoRanks);
-  c.ctl->tick(200);
-  c.beat(c.n0, Json::array(), 300);
-  c.beat(c.n1, Json::array(), 300);
+  const auto j = c.started(kTwoRanks);
   c.beat(c.n0, Json::array({running("job-1/0/0")}), 350);
   c.store.append_log(j.id, 0, 1, "host-b", "stderr", 0, "step 3\nstep 4 half", false);
   c.beat(c.n1, Json::array({killed("job-1/1/0", 9)}), 400);
@@ -240,10 +242,7 @@ TEST(JobController, MaxRestartsStartsTheNextAttemptResuming) {
   auto ov = kTwoRanks;
   ov.push_back("trainer.max_restarts=1");
   ov.push_back("trainer.resume_mode=disable");
-  const auto j = c.submit(ov);
-  c.ctl->tick(200);
-  c.beat(c.n0, Json::array(), 300);
-  c.beat(c.n1, Json::array(), 300);
+  const auto j = c.started(ov);
   c.beat(c.n1, Json::array({killed("job-1/1/0", 9)}), 400);
   auto job = *c.store.job(j.id);
   EXPECT_EQ(job.state, JobState::kRunning);
@@ -279,10 +278,7 @@ TEST(JobController, MaxRestartsStartsTheNextAttemptResuming) {
 // first. The job fails naming rank 0 and the signal, not the rank that only reacted.
 TEST(JobController, ARankKilledIsTheCauseEvenWhenAPeersErrorArrivesFirst) {
   Cluster c;
-  const auto j = c.submit(kTwoRanks);
-  c.ctl->tick(200);
-  c.beat(c.n0, Json::array(), 300);
-  c.beat(c.n1, Json::array(), 300);
+  const auto j = c.started(kTwoRanks);
   c.beat(c.n0, Json::array({running("job-1/0/0")}), 400);
   c.beat(c.n1, Json::array({exited("job-1/1/0", 1)}), 500);
   EXPECT_EQ(c.state(j.id), JobState::kRunning);
@@ -352,10 +348,7 @@ TEST(JobController, ARestartWaitsForThePreviousAttemptsRanksAndReturnsToItsNodes
 
 TEST(JobController, ALostNodeFailsItsJobNamingTheNode) {
   Cluster c;
-  const auto j = c.submit(kTwoRanks);
-  c.ctl->tick(200);
-  c.beat(c.n0, Json::array(), 300);
-  c.beat(c.n1, Json::array(), 300);
+  const auto j = c.started(kTwoRanks);
   c.beat(c.n1, Json::array({running("job-1/1/0")}), 400);
   c.registry.heartbeat(c.n0.id, 5000);
   c.registry.mark_lost(5000, 1000);  // node-1 has been silent since 400
@@ -368,10 +361,7 @@ TEST(JobController, ALostNodeFailsItsJobNamingTheNode) {
 
 TEST(JobController, StopEndsInStoppedOnceTheRanksAreGone) {
   Cluster c;
-  const auto j = c.submit(kTwoRanks);
-  c.ctl->tick(200);
-  c.beat(c.n0, Json::array(), 300);
-  c.beat(c.n1, Json::array(), 300);
+  const auto j = c.started(kTwoRanks);
   c.ctl->stop(j.id, 3, 400);
   EXPECT_EQ(c.state(j.id), JobState::kRunning);
   const Json o = c.beat(c.n0, Json::array({running("job-1/0/0")}), 500);

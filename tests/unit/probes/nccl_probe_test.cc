@@ -264,23 +264,31 @@ TEST(NcclProbes, SkippedWithoutADeviceOrAJob) {
   EXPECT_EQ(rows[0].status, Status::kFail);
 }
 
-TEST(NcclProbes, AGpuLessRankStillJoinsTheRendezvousAndSkips) {
-  // A job of two GPU-less processes: both meet at rank 0, nobody hangs, both skip and say whom
-  // they met.
+// nccl_inter as ranks 0 and 1 of one job on this machine, neither with a GPU (rank 1 in a
+// thread); the spec may promise rank 1's node GPUs. Returns each rank's rows.
+std::pair<std::vector<Row>, std::vector<Row>> two_gpu_less_ranks(int port, int gpus_promised_to_rank_1) {
   const NoGpus none;
-  const int port = free_port();
   auto run_rank = [&](int rank) {
     Context ctx;
     ctx.node = "n" + std::to_string(rank);
     ctx.spec = {{"nodes", Json::array()}};
+    if (rank == 1 && gpus_promised_to_rank_1 > 0)
+      ctx.spec["nodes"] = Json::array({{{"host", "h"}, {"gpus", gpus_promised_to_rank_1}}});
     ctx.gpus = &none;
     ctx.world = World{rank, 2, {"127.0.0.1", port}};
     ctx.rendezvous_timeout = std::chrono::seconds(30);
     return run_probes({nccl_inter_probe()}, ctx);
   };
   auto other = std::async(std::launch::async, run_rank, 1);
-  const auto rows0 = run_rank(0);
-  const auto rows1 = other.get();
+  auto rows0 = run_rank(0);
+  return {std::move(rows0), other.get()};
+}
+
+TEST(NcclProbes, AGpuLessRankStillJoinsTheRendezvousAndSkips) {
+  // A job of two GPU-less processes: both meet at rank 0, nobody hangs, both skip and say whom
+  // they met.
+  const int port = free_port();
+  const auto [rows0, rows1] = two_gpu_less_ranks(port, /*gpus_promised_to_rank_1=*/0);
   int rank = 0;
   for (const auto* rows : {&rows0, &rows1}) {
     ASSERT_EQ(rows->size(), 3u);
@@ -300,21 +308,7 @@ TEST(NcclProbes, AGpuLessRankStillJoinsTheRendezvousAndSkips) {
 TEST(NcclProbes, ANodeWithoutThePromisedGpusFailsEveryRankNamingIt) {
   // The spec gives rank 1's node GPUs it lacks: it still joins, and every rank fails naming it
   // instead of rank 0 running NCCL alone or waiting for it.
-  const NoGpus none;
-  const int port = free_port();
-  auto run_rank = [&](int rank) {
-    Context ctx;
-    ctx.node = "n" + std::to_string(rank);
-    ctx.spec = {{"nodes", Json::array()}};
-    if (rank == 1) ctx.spec["nodes"] = Json::array({{{"host", "h"}, {"gpus", 8}}});
-    ctx.gpus = &none;
-    ctx.world = World{rank, 2, {"127.0.0.1", port}};
-    ctx.rendezvous_timeout = std::chrono::seconds(30);
-    return run_probes({nccl_inter_probe()}, ctx);
-  };
-  auto other = std::async(std::launch::async, run_rank, 1);
-  const auto rows0 = run_rank(0);
-  const auto rows1 = other.get();
+  const auto [rows0, rows1] = two_gpu_less_ranks(free_port(), /*gpus_promised_to_rank_1=*/8);
   for (const auto* rows : {&rows0, &rows1}) {
     ASSERT_EQ(rows->size(), 3u);
     EXPECT_EQ((*rows)[2].status, Status::kFail) << (*rows)[2].detail;
