@@ -54,14 +54,6 @@ enum class AgentExit {
 };
 const char* agent_exit_name(AgentExit e);
 
-// How a log chunk read from a rank's file goes out (exposed for tests). Offsets count the
-// file's bytes and the head advances by the bytes it gets, so a chunk must keep its length and
-// be valid UTF-8 (JSON carries text). chunk_end: where a chunk of data ends: after its last
-// newline when it is full; never inside a UTF-8 sequence unless it is the stream's last (final).
-// sanitize_utf8: each byte that is not part of a valid UTF-8 sequence becomes '?'.
-size_t chunk_end(const std::string& data, bool full, bool final);
-void sanitize_utf8(std::string& data);
-
 // Throws verl::Error when the head rejects the token (401): no retry can fix that.
 AgentExit run_agent(const AgentOptions& options, const std::atomic<bool>& stop);
 
