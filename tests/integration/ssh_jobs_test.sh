@@ -92,8 +92,9 @@ check "stop exits 0 and says STOPPED" '[ $rc -eq 0 ] && [ "$sout" = "$id STOPPED
 check "no rank of $id is left on any host" '[ -z "$(rank_pids $id)" ]'
 
 # 5. The head killed -9 while a job runs, then started again.
-id=$("$v" submit --name $name --no-wait $tiny trainer.total_training_steps=10)
+id=$("$v" submit --name $name --no-wait $tiny trainer.total_training_steps=40)
 wait_for 120 '[ "$(job_field $id "j[\"step\"]")" -ge 1 ] 2>/dev/null'
+check "$id still runs when its head is killed" '[ "$(job_field $id "j[\"state\"]")" = RUNNING ]'
 lines_before=$("$v" logs job-1 --name $name | wc -l)
 dir=$VERLCTL_HOME/$name
 head_pid=$(python3 -c 'import json,sys; print([p["pid"] for p in json.load(open(sys.argv[1]))["processes"] if p["role"]=="head"][0])' "$dir/state.json")
