@@ -44,6 +44,10 @@ add_library(verl::dep::httplib ALIAS verl_dep_httplib)
 pkg_check_modules(VERL_LIBSSH REQUIRED IMPORTED_TARGET libssh)
 verl_wrap(ssh PkgConfig::VERL_LIBSSH)
 
+# PCRE2: the Unicode regexes of HF tokenizers' Split pre-tokenizers (text/ is its only user).
+pkg_check_modules(VERL_PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+verl_wrap(pcre2 PkgConfig::VERL_PCRE2)
+
 # libtorch: optional; found -> the trainer module is built.
 set(VERL_HAVE_TORCH OFF)
 set(VERL_TORCH_VERSION "")
