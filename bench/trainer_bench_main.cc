@@ -23,7 +23,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "trainer/ppo_trainer.h"
-#include "trainer/tokenizer.h"
+#include "text/tokenizer.h"
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;

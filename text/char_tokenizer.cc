@@ -21,6 +21,12 @@ std::vector<int64_t> CharTokenizer::encode(const std::string& text) const {
   return ids;
 }
 
+std::vector<int64_t> CharTokenizer::encode_prompt(const std::string& text) const {
+  std::vector<int64_t> ids = {kBos};
+  for (unsigned char ch : text) ids.push_back(char_to_id_[ch]);
+  return ids;
+}
+
 std::string CharTokenizer::decode(const std::vector<int64_t>& ids, bool skip_special) const {
   static const char* kNames[kSpecials] = {"<pad>", "<s>", "</s>", "<unk>"};
   std::string out;

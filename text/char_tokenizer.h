@@ -26,6 +26,8 @@ class CharTokenizer final : public Tokenizer {
 
   // Characters only; BOS/EOS are added by the callers that want them.
   std::vector<int64_t> encode(const std::string& text) const override;
+  // BOS + characters.
+  std::vector<int64_t> encode_prompt(const std::string& text) const override;
   // Special tokens are dropped when skip_special_tokens, else shown as <pad>/<s>/</s>/<unk>;
   // UNK decodes to '?' when skipped.
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const override;

@@ -33,6 +33,9 @@ class Tokenizer {
   // The text's ids without any added BOS/EOS: HF's encode(text, add_special_tokens=False).
   // Special-token text written in `text` (e.g. "<|im_start|>") is matched as that token.
   virtual std::vector<int64_t> encode(const std::string& text) const = 0;
+  // A plain-text prompt's ids as HF's encode(text, add_special_tokens=True) starts them: BOS
+  // first when the tokenizer adds one (the built-in tokenizer, Llama 3, Gemma; not Qwen), no EOS.
+  virtual std::vector<int64_t> encode_prompt(const std::string& text) const = 0;
   // HF's decode(ids, skip_special_tokens).
   virtual std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const = 0;
 

@@ -23,13 +23,14 @@ std::string sft_target_for(const nlohmann::json& row, const std::string& data_so
 }  // namespace
 
 PromptDataset::PromptDataset(std::vector<Example> examples, const DataConfig& config,
-                             const Tokenizer& tokenizer) {
+                             const text::Tokenizer& tokenizer) {
   rows_.reserve(examples.size());
   for (size_t i = 0; i < examples.size(); ++i) {
     PromptRow row;
-    row.prompt_ids.push_back(tokenizer.bos_id());
-    const auto ids = tokenizer.encode(examples[i].prompt);
-    row.prompt_ids.insert(row.prompt_ids.end(), ids.begin(), ids.end());
+    row.prompt_ids = examples[i].from_chat_template ? tokenizer.encode(examples[i].prompt)
+                                                    : tokenizer.encode_prompt(examples[i].prompt);
+    const auto bos = tokenizer.bos_id();
+    const long keep_head = bos && !row.prompt_ids.empty() && row.prompt_ids[0] == *bos ? 1 : 0;
     const auto max_len = static_cast<size_t>(config.max_prompt_length);
     if (row.prompt_ids.size() > max_len) {
       if (config.truncation == "error") {
@@ -40,8 +41,8 @@ PromptDataset::PromptDataset(std::vector<Example> examples, const DataConfig& co
                     "raise data.max_prompt_length or set data.truncation=left|right"};
       }
       if (config.truncation == "left") {  // keep the end, where the question is
-        row.prompt_ids.erase(row.prompt_ids.begin() + 1,
-                             row.prompt_ids.begin() + 1 + (row.prompt_ids.size() - max_len));
+        row.prompt_ids.erase(row.prompt_ids.begin() + keep_head,
+                             row.prompt_ids.begin() + keep_head + static_cast<long>(row.prompt_ids.size() - max_len));
       } else {
         row.prompt_ids.resize(max_len);
       }
@@ -57,7 +58,7 @@ PromptDataset::PromptDataset(std::vector<Example> examples, const DataConfig& co
 }
 
 PromptDataset PromptDataset::from_jsonl(const std::vector<std::string>& files,
-                                        const DataConfig& config, const Tokenizer& tokenizer) {
+                                        const DataConfig& config, const text::Tokenizer& tokenizer) {
   std::vector<Example> examples;
   for (const auto& file : files) {
     std::ifstream in(file);
@@ -90,7 +91,9 @@ PromptDataset PromptDataset::from_jsonl(const std::vector<std::string>& files,
       }
       Example ex;
       try {
-        ex.prompt = Tokenizer::apply_chat_template(row[config.prompt_key]);
+        const auto& p = row[config.prompt_key];
+        ex.from_chat_template = p.is_array();
+        ex.prompt = tokenizer.apply_chat_template(p, /*add_generation_prompt=*/true);
       } catch (const Error& e) {
         throw Error{ExitCode::kInvalidConfig, where + ": " + e.what(), e.hint()};
       }
@@ -113,7 +116,7 @@ PromptDataset PromptDataset::from_jsonl(const std::vector<std::string>& files,
 }
 
 std::pair<PromptDataset, PromptDataset> load_datasets(const DataConfig& config,
-                                                      const Tokenizer& tokenizer) {
+                                                      const text::Tokenizer& tokenizer) {
   PromptDataset train, val;
   if (config.train_files) {
     train = PromptDataset::from_jsonl(*config.train_files, config, tokenizer);

@@ -14,23 +14,23 @@
 
 #include "trainer/job_config.h"
 #include "trainer/tasks.h"
-#include "trainer/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace verl::trainer {
 
 struct PromptRow {
   Example example;
-  std::vector<int64_t> prompt_ids;  // BOS + prompt characters, at most max_prompt_length
-  std::vector<int64_t> sft_ids;     // sft_target characters + EOS
+  std::vector<int64_t> prompt_ids;  // the prompt's tokens, at most max_prompt_length
+  std::vector<int64_t> sft_ids;     // sft_target's tokens + EOS
 };
 
 class PromptDataset {
  public:
   PromptDataset() = default;
   PromptDataset(std::vector<Example> examples, const DataConfig& config,
-                const Tokenizer& tokenizer);
+                const text::Tokenizer& tokenizer);
   static PromptDataset from_jsonl(const std::vector<std::string>& files, const DataConfig& config,
-                                  const Tokenizer& tokenizer);
+                                  const text::Tokenizer& tokenizer);
 
   size_t size() const { return rows_.size(); }
   const PromptRow& operator[](size_t i) const { return rows_[i]; }
@@ -42,7 +42,7 @@ class PromptDataset {
 // Train and validation sets as data.* asks: JSONL files when given, else the built-in task
 // (which provides both splits; a val_files list overrides its held-out split).
 std::pair<PromptDataset, PromptDataset> load_datasets(const DataConfig& config,
-                                                      const Tokenizer& tokenizer);
+                                                      const text::Tokenizer& tokenizer);
 
 struct SamplerState {
   int64_t epoch = 0;

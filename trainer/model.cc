@@ -218,8 +218,11 @@ torch::Tensor CausalLmImpl::output_embedding() const {
 
 torch::Tensor CausalLmImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                     const torch::Tensor& position_ids, KvCache* cache) {
-  auto h = model->forward(input_ids, attention_mask, position_ids, cache);
-  return project(h, output_embedding(), torch::Tensor(), config_.compute_dtype).to(torch::kFloat32);
+  return logits(model->forward(input_ids, attention_mask, position_ids, cache));
+}
+
+torch::Tensor CausalLmImpl::logits(const torch::Tensor& hidden) const {
+  return project(hidden, output_embedding(), torch::Tensor(), config_.compute_dtype).to(torch::kFloat32);
 }
 
 CriticModelImpl::CriticModelImpl(const ModelConfig& c) {

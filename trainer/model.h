@@ -126,6 +126,10 @@ class CausalLmImpl : public torch::nn::Module {
   // Logits [B,t,V], float32.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         const torch::Tensor& position_ids, KvCache* cache = nullptr);
+  // Logits [..., V] float32 from the backbone's hidden states [..., H]: the LM head alone, so
+  // that callers can project only the positions they need (the rollout's last position, the
+  // log-prob chunks) instead of every position of a real vocabulary.
+  torch::Tensor logits(const torch::Tensor& hidden) const;
   // The matrix the logits are computed with: embed_tokens.weight itself when tied.
   torch::Tensor output_embedding() const;
   const ModelConfig& config() const { return config_; }

@@ -1,14 +1,15 @@
-// PpoTrainer runs verl's RayPPOTrainer.fit() loop on one data-parallel rank:
+// PpoTrainer runs verl's RayPPOTrainer.fit() loop on one data-parallel rank, in verl's order,
+// over the worker parts (actor, critic, reference, rollout engine) and the parallel strategy:
 //   [SFT warm start] -> validate (val_before_train) -> for each step:
 //     generate (rollout.n responses per prompt) -> reward -> old log-prob -> ref log-prob ->
 //     values -> advantages -> update critic -> update actor (after critic_warmup) ->
-//     metrics (averaged over ranks) -> validate every test_freq -> checkpoint every save_freq.
-// Each step takes data.train_batch_size prompts over all ranks; rank r works on the r-th
-// contiguous shard of the batch (whole prompt groups, so GRPO's groups never straddle ranks).
-// Gradients are averaged across ranks before clipping and the optimizer step, so every rank
-// keeps identical weights. On CPU a run is deterministic: same config -> same metrics.
+//     sync weights to the rollout -> metrics (averaged over ranks) -> validate every
+//     test_freq -> checkpoint every save_freq.
+// Each step takes data.train_batch_size prompts over all ranks; the strategy gives this rank
+// its contiguous shard (whole prompt groups, so GRPO's groups never straddle ranks). On CPU a
+// run is deterministic: same config -> same metrics (docs/ARCHITECTURE.md, "Determinism").
 //
-// Owns its models, optimizers and data; uses Distributed (not owned) for collectives. Rank 0
+// Owns its workers, data and engine; uses Distributed (not owned) through the strategy. Rank 0
 // alone writes metrics and checkpoints. Not thread-safe.
 #pragma once
 
@@ -21,18 +22,23 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "text/tokenizer.h"
 #include "trainer/core_algos.h"
 #include "trainer/dataset.h"
 #include "trainer/distributed.h"
 #include "trainer/job_config.h"
 #include "trainer/metrics.h"
 #include "trainer/model.h"
-#include "trainer/rollout.h"
-#include "trainer/tokenizer.h"
 
 namespace verl::trainer {
 
+class ActorWorker;
+class CriticWorker;
+class RefWorker;
+class RolloutEngine;
+class ParallelStrategy;
 class CheckpointManager;
+struct RolloutBatch;
 
 struct ValidationResult {
   double score = 0;                          // mean reward over the whole held-out set
@@ -65,49 +71,44 @@ class PpoTrainer {
   // One supervised step on ground-truth answers; returns its metrics (sft/loss, ...).
   MetricMap sft_step();
 
-  CausalLm& actor() { return actor_; }
+  CausalLm& actor();
   const PromptDataset& train_set() const { return train_; }
   const PromptDataset& val_set() const { return val_; }
-  const Tokenizer& tokenizer() const { return tokenizer_; }
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
   struct StepBatch;
   MetricMap train_step(int64_t step);
   void generate_and_score(int64_t step, StepBatch& sb, MetricMap& m);
   void compute_advantages(StepBatch& sb, MetricMap& m);
-  void update_critic(StepBatch& sb, MetricMap& m, int64_t step);
-  void update_actor(StepBatch& sb, MetricMap& m, int64_t step);
   void after_sft();
-  void set_lr(torch::optim::Optimizer& opt, double lr);
-  double lr_at(const OptimConfig& optim, int64_t scheduler_step) const;
+  // Hands the actor's weights to the rollout engine when the actor changed since the last sync.
+  void sync_rollout_weights(MetricMap* m);
   int64_t total_steps() const;
-  int64_t rank() const;
-  int64_t world() const;
-  void reduce(MetricMap& m);
   void maybe_save(int64_t step, bool force);
   void record(int64_t step, const MetricMap& m);
   // Rank 0 only: the metrics recorder for a run of total steps, after trainer.logger (file,
   // console). Empty console_keys: the recorder's default progress-line keys.
   void start_recorder(int64_t total, int64_t resume_from_step, std::vector<std::string> console_keys);
+  std::vector<int64_t> stop_ids() const;
 
   JobConfig config_;
-  Distributed* dist_;
-  Tokenizer tokenizer_;
+  std::unique_ptr<ParallelStrategy> strategy_;
+  std::shared_ptr<const text::Tokenizer> tokenizer_;
   PromptDataset train_, val_;
   std::unique_ptr<DataSampler> sampler_, sft_sampler_;
   torch::Device actor_device_, critic_device_, ref_device_;
   ModelConfig model_config_;
-  CausalLm actor_{nullptr};
-  CausalLm ref_{nullptr};
-  CriticModel critic_{nullptr};
-  std::unique_ptr<torch::optim::AdamW> actor_optim_, critic_optim_;
+  std::unique_ptr<ActorWorker> actor_;
+  std::unique_ptr<CriticWorker> critic_;
+  std::unique_ptr<RefWorker> ref_;
+  std::unique_ptr<RolloutEngine> rollout_;
+  bool rollout_stale_ = true;  // the actor changed since the engine last got its weights
   std::unique_ptr<algos::KlController> kl_ctrl_;
   std::unique_ptr<CheckpointManager> ckpt_;
   std::unique_ptr<MetricsRecorder> recorder_;
   int64_t global_step_ = 0;
   int64_t sft_steps_done_ = 0;
-  int64_t actor_updates_ = 0;   // lr scheduler steps taken
-  int64_t critic_updates_ = 0;
 };
 
 // The module's entry: reads the resolved config, sets up the rank, runs fit() or fit_sft().

@@ -22,6 +22,10 @@ struct Example {
   std::string data_source;      // picks the reward function (rewards.h)
   nlohmann::json ground_truth;  // verl's reward_model.ground_truth
   std::string sft_target;       // the response the supervised warm start teaches
+  // The prompt came as a chat list and `prompt` is the template's rendering, which carries its
+  // own special tokens (verl encodes it with add_special_tokens=False); a plain-text prompt is
+  // encoded with the tokenizer's BOS, as HF's encode(text) does.
+  bool from_chat_template = false;
 };
 
 struct TaskSplit {

@@ -1,6 +1,7 @@
 // Sampling contracts: greedy determinism, stop handling and masks, top-k=1 == greedy, the
 // sampling RNG's independence from torch's default generator and from batch composition.
-#include "trainer/rollout.h"
+#include "trainer/log_probs.h"
+#include "trainer/native_rollout.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -159,7 +160,7 @@ TEST(Rollout, FilterLogitsKeepsTopKAndNucleus) {
 TEST(Rollout, LogProbsOfGreedyTokensAreTheMaxima) {
   auto m = model(24, 0.3);
   auto b = generate(m, prompts(), options(false), {}, torch::kCPU);
-  auto lp = compute_log_probs(m, b, /*micro_batch=*/3, /*temperature=*/1.0);
+  auto lp = compute_log_probs(m, b, /*micro_batch=*/3, /*temperature=*/1.0).log_probs;
   EXPECT_EQ(lp.sizes(), b.responses.sizes());
   torch::NoGradGuard g;
   auto logits = response_logits(m, b.input_ids, b.attention_mask, b.position_ids, b.response_width());

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "trainer/dataset.h"
 #include "trainer/rewards.h"
+#include "text/char_tokenizer.h"
 
 namespace verl::trainer {
 namespace {
@@ -101,14 +102,15 @@ TEST(Dataset, ReadsVerlRowsWithStringAndChatPrompts) {
                                "\n\n"
                                R"({"prompt": [{"role": "user", "content": "6*7?"}], "data_source": "openai/gsm8k", "reward_model": {"ground_truth": "42"}})"
                                "\n");
-  Tokenizer tok;
+  text::CharTokenizer tok;
   auto ds = PromptDataset::from_jsonl({path}, data_config(), tok);
   ASSERT_EQ(ds.size(), 2u);
   EXPECT_EQ(ds[0].example.prompt, "2+2=");
-  EXPECT_EQ(ds[0].prompt_ids.front(), tok.bos_id());
-  EXPECT_EQ(tok.decode(ds[0].prompt_ids), "2+2=");
+  EXPECT_EQ(ds[0].prompt_ids.front(), *tok.bos_id());
+  EXPECT_EQ(tok.decode(ds[0].prompt_ids, true), "2+2=");
   EXPECT_EQ(ds[0].sft_ids.back(), tok.eos_id());
   EXPECT_EQ(ds[1].example.prompt, "user: 6*7?\nassistant: ");
+  EXPECT_NE(ds[1].prompt_ids.front(), *tok.bos_id());  // a rendered chat template brings its own specials
   EXPECT_EQ(ds[1].example.sft_target, "#### 42");
   EXPECT_EQ(ds[1].example.ground_truth, "42");
 }
@@ -119,7 +121,7 @@ TEST(Dataset, ErrorsNameFileAndLine) {
                                "\n"
                                R"({"prompt": "1+2=", "reward_model": {}})"
                                "\n");
-  Tokenizer tok;
+  text::CharTokenizer tok;
   try {
     PromptDataset::from_jsonl({path}, data_config(), tok);
     FAIL() << "expected an error";
@@ -139,14 +141,14 @@ TEST(Dataset, ErrorsNameFileAndLine) {
 TEST(Dataset, OverlongPromptsFollowTruncation) {
   const auto path = write_file("long.jsonl", R"({"prompt": "0123456789", "reward_model": {"ground_truth": "x"}})"
                                              "\n");
-  Tokenizer tok;
+  text::CharTokenizer tok;
   auto d = data_config();
   d.max_prompt_length = 5;
   EXPECT_THROW(PromptDataset::from_jsonl({path}, d, tok), Error);
   d.truncation = "left";
   auto ds = PromptDataset::from_jsonl({path}, d, tok);
-  EXPECT_EQ(tok.decode(ds[0].prompt_ids), "6789");  // BOS kept, the end of the prompt kept
-  EXPECT_EQ(ds[0].prompt_ids.front(), tok.bos_id());
+  EXPECT_EQ(tok.decode(ds[0].prompt_ids, true), "6789");  // BOS kept, the end of the prompt kept
+  EXPECT_EQ(ds[0].prompt_ids.front(), *tok.bos_id());
 }
 
 TEST(DataSampler, EpochsCoverTheDataOnceAndResumeExactly) {

@@ -1,0 +1,161 @@
+#include "trainer/actor_worker.h"
+
+#include <chrono>
+
+#include "trainer/core_algos.h"
+#include "trainer/minibatch_update.h"
+
+namespace verl::trainer {
+namespace {
+
+// Peak dense FLOP/s used for perf/mfu/actor. CUDA: an H100/H200's bf16 tensor-core peak, or
+// its fp32 peak; CPU: a nominal 100 GFLOP/s per rank (there is no honest single number).
+double peak_flops(const torch::Device& device, torch::Dtype dtype) {
+  if (device.is_cuda()) return dtype == torch::kBFloat16 ? 989e12 : 67e12;
+  return 100e9;
+}
+
+}  // namespace
+
+ActorWorker::ActorWorker(const JobConfig& config, CausalLm policy, const torch::Device& device,
+                         ParallelStrategy& strategy)
+    : config_(config), strategy_(strategy), device_(device), module_(std::move(policy)) {
+  module_->to(device_);
+  const auto& o = config_.actor.optim;
+  optim_ = make_adamw(module_->parameters(), o.lr, o.beta1, o.beta2, o.weight_decay);
+}
+
+double ActorWorker::temperature() const {
+  const double t = config_.rollout.sampling.temperature;
+  return t > 0 ? t : 1.0;
+}
+
+ResponseLogProbs ActorWorker::compute_log_prob(const RolloutBatch& batch, bool with_entropy) {
+  return compute_log_probs(module_, batch, config_.rollout.log_prob_micro_batch_size_per_gpu, temperature(),
+                           with_entropy);
+}
+
+MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpdateInputs& in, int64_t step,
+                                     int64_t total_steps) {
+  MetricMap m;
+  const auto start = std::chrono::steady_clock::now();
+  const auto& ac = config_.actor;
+  const auto mode = algos::parse_loss_agg_mode(ac.loss_agg_mode);
+  const auto kl_type = algos::parse_kl_penalty(ac.kl_loss_type);
+  const double temp = temperature();
+  TensorMap all = {{"input_ids", batch.input_ids},       {"attention_mask", batch.attention_mask},
+                   {"position_ids", batch.position_ids}, {"responses", batch.responses},
+                   {"response_mask", batch.response_mask}, {"old_log_prob", in.old_log_prob},
+                   {"advantages", in.advantages}};
+  if (ac.use_kl_loss) all["ref_log_prob"] = in.ref_log_prob.to(device_);
+  module_->train();
+  const double lr = warmup_lr(ac.optim, updates_, total_steps);
+  set_lr(*optim_, lr);
+  m["actor/lr"] = lr;
+  ++updates_;
+
+  UpdatePlan plan;
+  plan.epochs = ac.ppo_epochs;
+  plan.mini_batch = ac.ppo_mini_batch_size * config_.rollout.sampling.n / strategy_.dp_size();
+  plan.micro_batch = ac.ppo_micro_batch_size_per_gpu;
+  plan.shuffle = ac.shuffle;
+  plan.shuffle_seed = static_cast<uint64_t>(config_.trainer.seed) * 7919ULL + static_cast<uint64_t>(step) * 131ULL;
+  plan.grad_clip = ac.grad_clip;
+  plan.who = "actor";
+  MeanAccumulator acc;
+  const int64_t width = batch.response_width();
+  const auto stats = run_minibatch_update(
+      all, batch.batch_size(), plan, *optim_, module_->parameters(), strategy_, acc, step,
+      [&](const MicroBatch& mb) {
+        const auto& d = mb.data;
+        const auto& mask = d.at("response_mask");
+        auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width);
+        if (temp != 1.0) logits = logits / temp;
+        auto log_prob = log_probs_from_logits(logits, d.at("responses"));
+        auto pl = algos::compute_policy_loss(d.at("old_log_prob"), log_prob, d.at("advantages"), mask,
+                                             ac.clip_ratio_low, ac.clip_ratio_high, ac.clip_ratio_c, mode);
+        auto loss = pl.pg_loss;
+        torch::Tensor entropy;
+        if (ac.entropy_coeff != 0.0) {
+          entropy = algos::agg_loss(entropy_from_logits_chunked(logits), mask, mode);
+          loss = loss - ac.entropy_coeff * entropy;
+        } else {
+          torch::NoGradGuard no_grad;
+          entropy = algos::agg_loss(entropy_from_logits_chunked(logits.detach()), mask, mode);
+        }
+        if (ac.use_kl_loss) {
+          auto kl = algos::kl_loss(log_prob, d.at("ref_log_prob"), mask, kl_type, mode);
+          loss = loss + ac.kl_loss_coef * kl;
+          acc.add("actor/kl_loss", item(kl));
+          acc.add("actor/kl_coef", ac.kl_loss_coef);
+        }
+        acc.add("actor/pg_loss", item(pl.pg_loss));
+        acc.add("actor/pg_clipfrac", item(pl.pg_clipfrac));
+        acc.add("actor/ppo_kl", item(pl.ppo_kl));
+        acc.add("actor/pg_clipfrac_lower", item(pl.pg_clipfrac_lower));
+        acc.add("actor/entropy", item(entropy));
+        return loss * (static_cast<double>(mb.rows) / static_cast<double>(mb.mini_rows));
+      });
+  acc.into(m);
+  m["actor/skipped_updates"] = static_cast<double>(stats.skipped);
+  // perf/mfu/actor: 6 N flops per token for forward + backward, over the update's time.
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double tokens = item(batch.attention_mask.sum()) * static_cast<double>(ac.ppo_epochs);
+  const double flops = 6.0 * static_cast<double>(count_parameters(*module_)) * tokens;
+  m["perf/mfu/actor"] = secs > 0 ? flops / secs / peak_flops(device_, module_->config().compute_dtype) : 0.0;
+  return m;
+}
+
+MetricMap ActorWorker::sft_step(const RolloutBatch& batch, double lr) {
+  MetricMap m;
+  module_->train();
+  set_lr(*optim_, lr);
+  // Normalised by the mean token count per rank over ALL ranks, so that the averaged gradient
+  // is the token-mean gradient of the global batch (as one rank holding it would compute).
+  auto token_count = batch.response_mask.sum().to(torch::kFloat64).to(torch::kCPU).reshape({1});
+  const double local_tokens = token_count.item<double>();
+  strategy_.all_reduce_sum(token_count);
+  const double tokens = token_count.item<double>() / static_cast<double>(strategy_.dp_size());
+  double loss_sum = 0, correct = 0;
+  UpdatePlan plan;
+  plan.mini_batch = batch.batch_size();  // one optimizer step over the whole batch
+  plan.micro_batch = config_.actor.ppo_micro_batch_size_per_gpu;
+  plan.grad_clip = config_.actor.grad_clip;
+  plan.who = "sft";
+  MeanAccumulator acc;
+  const TensorMap all = {{"input_ids", batch.input_ids},       {"attention_mask", batch.attention_mask},
+                         {"position_ids", batch.position_ids}, {"responses", batch.responses},
+                         {"response_mask", batch.response_mask}};
+  const int64_t width = batch.response_width();
+  const auto stats = run_minibatch_update(
+      all, batch.batch_size(), plan, *optim_, module_->parameters(), strategy_, acc, /*step=*/0,
+      [&](const MicroBatch& mb) {
+        const auto& d = mb.data;
+        auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width);
+        const auto& labels = d.at("responses");
+        const auto& mask = d.at("response_mask");
+        auto lp = log_probs_from_logits(logits, labels);
+        // Token-mean over the whole (rank's) batch, accumulated across micro-batches.
+        auto loss = -(lp * mask).sum() / std::max(tokens, 1.0);
+        loss_sum += item(loss);
+        correct += item(((logits.argmax(-1) == labels).to(torch::kFloat32) * mask).sum());
+        return loss;
+      });
+  m["sft/loss"] = loss_sum;
+  m["sft/token_acc"] = correct / std::max(local_tokens, 1.0);
+  m["sft/grad_norm"] = stats.last_grad_norm;
+  return m;
+}
+
+NamedTensors ActorWorker::weights() const {
+  NamedTensors out;
+  for (const auto& p : module_->named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+void ActorWorker::add_to(CheckpointParts& parts) {
+  parts.actor = module_.ptr().get();
+  parts.actor_optim = optim_.get();
+}
+
+}  // namespace verl::trainer

@@ -1,0 +1,69 @@
+// ActorWorker is verl's actor (dp_actor.DataParallelPPOActor with its FSDP worker's module and
+// optimizer): it owns the policy module and its AdamW, computes log-probs of rollouts, runs
+// the PPO policy update (and the SFT warm start's supervised step), hands its weights to the
+// rollout engine, and names its parts for a checkpoint. Gradients are synchronised through the
+// ParallelStrategy. Used from one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "trainer/batch.h"
+#include "trainer/checkpoint.h"
+#include "trainer/job_config.h"
+#include "trainer/log_probs.h"
+#include "trainer/metrics.h"
+#include "trainer/model.h"
+#include "trainer/parallel_strategy.h"
+#include "trainer/rollout_engine.h"
+
+namespace verl::trainer {
+
+// What the policy update needs besides the rollout: [B, R] tensors on the actor's device.
+struct PolicyUpdateInputs {
+  torch::Tensor old_log_prob;
+  torch::Tensor advantages;
+  torch::Tensor ref_log_prob;  // only with actor.use_kl_loss
+};
+
+class ActorWorker {
+ public:
+  // Takes the (already initialised or loaded) policy; moves it to device.
+  ActorWorker(const JobConfig& config, CausalLm policy, const torch::Device& device, ParallelStrategy& strategy);
+
+  // Log-probs (and entropies when asked) of the batch's responses at the rollout temperature.
+  ResponseLogProbs compute_log_prob(const RolloutBatch& batch, bool with_entropy = false);
+
+  // One PPO update (actor.ppo_epochs over mini/micro-batches); returns actor/* metrics and
+  // perf/mfu/actor. total_steps sizes the LR warmup.
+  MetricMap update_policy(const RolloutBatch& batch, const PolicyUpdateInputs& inputs, int64_t step,
+                          int64_t total_steps);
+
+  // One supervised step on this rank's teacher-forced batch, with the actor's own optimizer at
+  // lr (so RL starts with warm Adam moments); the loss is the token mean over every rank's
+  // tokens. Returns sft/loss, sft/token_acc, sft/grad_norm (this rank's; the caller reduces).
+  MetricMap sft_step(const RolloutBatch& batch, double lr);
+
+  // The policy's parameters by name, for RolloutEngine::load_weights.
+  NamedTensors weights() const;
+  void add_to(CheckpointParts& parts);
+
+  CausalLm& module() { return module_; }
+  const torch::Device& device() const { return device_; }
+  int64_t updates() const { return updates_; }
+  void set_updates(int64_t n) { updates_ = n; }
+
+ private:
+  double temperature() const;
+
+  const JobConfig& config_;
+  ParallelStrategy& strategy_;
+  torch::Device device_;
+  CausalLm module_;
+  std::unique_ptr<torch::optim::AdamW> optim_;
+  int64_t updates_ = 0;  // LR scheduler steps taken
+};
+
+}  // namespace verl::trainer

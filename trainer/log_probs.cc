@@ -1,0 +1,78 @@
+#include "trainer/log_probs.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "trainer/core_algos.h"
+
+namespace verl::trainer {
+
+torch::Tensor response_logits(CausalLm& model, const torch::Tensor& input_ids,
+                              const torch::Tensor& attention_mask,
+                              const torch::Tensor& position_ids, int64_t response_width) {
+  const int64_t total = input_ids.size(1);
+  const int64_t p = total - response_width;
+  // The last position predicts nothing we keep: run the model on all but it.
+  auto logits = model->forward(input_ids.narrow(1, 0, total - 1), attention_mask.narrow(1, 0, total - 1),
+                               position_ids.narrow(1, 0, total - 1));
+  return logits.narrow(1, p - 1, response_width);
+}
+
+namespace {
+
+// Applies f to [rows, V] chunks of logits viewed as [B*R, V]; f returns [rows]. Result [B, R].
+template <typename F>
+torch::Tensor per_row_chunks(const torch::Tensor& logits, int64_t chunk_rows, F f) {
+  const auto b = logits.size(0), r = logits.size(1), v = logits.size(2);
+  auto flat = logits.reshape({b * r, v});
+  const int64_t n = b * r;
+  if (chunk_rows <= 0 || n <= chunk_rows) return f(flat, 0, n).reshape({b, r});
+  std::vector<torch::Tensor> parts;
+  for (int64_t s = 0; s < n; s += chunk_rows) {
+    const int64_t k = std::min(chunk_rows, n - s);
+    parts.push_back(f(flat.narrow(0, s, k), s, k));
+  }
+  return torch::cat(parts, 0).reshape({b, r});
+}
+
+}  // namespace
+
+torch::Tensor log_probs_from_logits(const torch::Tensor& logits, const torch::Tensor& labels,
+                                    double temperature, int64_t chunk_rows) {
+  const bool scale = temperature != 1.0 && temperature > 0.0;
+  auto flat_labels = labels.reshape({-1});
+  return per_row_chunks(logits, chunk_rows, [&](const torch::Tensor& x, int64_t s, int64_t k) {
+    auto lp = (scale ? x / temperature : x).log_softmax(-1);
+    return lp.gather(-1, flat_labels.narrow(0, s, k).unsqueeze(-1)).squeeze(-1);
+  });
+}
+
+torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t chunk_rows) {
+  return per_row_chunks(logits, chunk_rows,
+                        [](const torch::Tensor& x, int64_t, int64_t) { return algos::entropy_from_logits(x); });
+}
+
+ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, int64_t micro_batch,
+                                   double temperature, bool with_entropy) {
+  torch::NoGradGuard no_grad;
+  EvalScope eval(*model);
+  const int64_t b = batch.batch_size();
+  std::vector<torch::Tensor> lps, ents;
+  for (int64_t start = 0; start < b; start += micro_batch) {
+    const int64_t n = std::min(micro_batch, b - start);
+    auto logits = response_logits(model, batch.input_ids.narrow(0, start, n),
+                                  batch.attention_mask.narrow(0, start, n),
+                                  batch.position_ids.narrow(0, start, n), batch.response_width());
+    lps.push_back(log_probs_from_logits(logits, batch.responses.narrow(0, start, n), temperature));
+    if (with_entropy) {
+      const bool scale = temperature != 1.0 && temperature > 0.0;
+      ents.push_back(entropy_from_logits_chunked(scale ? logits / temperature : logits));
+    }
+  }
+  ResponseLogProbs out;
+  out.log_probs = torch::cat(lps, 0);
+  if (with_entropy) out.entropy = torch::cat(ents, 0);
+  return out;
+}
+
+}  // namespace verl::trainer

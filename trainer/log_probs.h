@@ -1,0 +1,60 @@
+// Per-token log-probabilities and entropies of responses under a policy: what the actor, the
+// reference and the rollout's consumers compute from a RolloutBatch. logits[:, P-1+j] predicts
+// response token j.
+//
+// Memory: with a real vocabulary (V = 151,936) a [B, R, V] float tensor is gigabytes, so the
+// no-grad paths never build one: the LM head, the log-softmax and the entropy run over chunks of
+// at most chunk_tokens response positions, keeping [chunk, V] alive at a time. The training
+// path (with a graph) projects the micro-batch at once, because autograd keeps every chunk's
+// log-softmax for the backward pass anyway.
+// Determinism: the log-softmax of a row does not depend on the chunk it is computed in, so the
+// chunk size never changes a result on the CPU.
+#pragma once
+
+#include <cstdint>
+
+#include <torch/torch.h>
+
+#include "trainer/batch.h"
+#include "trainer/model.h"
+
+namespace verl::trainer {
+
+// Logits of the response positions, [B, R, V] float32, with a graph when grad mode is on.
+torch::Tensor response_logits(CausalLm& model, const torch::Tensor& input_ids,
+                              const torch::Tensor& attention_mask,
+                              const torch::Tensor& position_ids, int64_t response_width);
+
+// log softmax(logits / temperature) gathered at labels: [B, R, V] x [B, R] -> [B, R], computed
+// over chunks of chunk_rows rows of B*R.
+torch::Tensor log_probs_from_logits(const torch::Tensor& logits, const torch::Tensor& labels,
+                                    double temperature = 1.0, int64_t chunk_rows = 8192);
+
+// Entropy of softmax(logits) per position, [B, R, V] -> [B, R], over chunks of rows.
+torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t chunk_rows = 8192);
+
+struct ResponseLogProbs {
+  torch::Tensor log_probs;  // [B, R] float32
+  torch::Tensor entropy;    // [B, R] float32, when asked for
+};
+
+// Per-token log-probs (and entropies when with_entropy) of batch.responses under `model`, in
+// micro-batches of micro_batch rows, without a graph, in eval mode (restores the training
+// flag). Logits are divided by temperature first (verl's rollout temperature).
+ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, int64_t micro_batch,
+                                   double temperature, bool with_entropy = false);
+
+// Restores a module's train/eval flag when a scope ends.
+class EvalScope {
+ public:
+  explicit EvalScope(torch::nn::Module& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
+  ~EvalScope() { m_.train(was_training_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  torch::nn::Module& m_;
+  bool was_training_;
+};
+
+}  // namespace verl::trainer

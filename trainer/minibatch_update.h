@@ -1,0 +1,84 @@
+// The optimizer-update loop that the actor, the critic and the SFT warm start share (verl's
+// update_policy / update_critic): for each PPO epoch, the batch (optionally shuffled) is cut
+// into mini-batches, each mini-batch into micro-batches whose losses are backpropagated and
+// accumulated; then the strategy makes the gradients equal across ranks, they are clipped to
+// grad_clip, and the optimizer steps. A mini-batch whose gradient norm is not finite is
+// skipped (no step), logged, and counted.
+//
+// The loss callback sees one micro-batch (the named rows) and returns the loss to
+// backpropagate, already scaled for accumulation (e.g. by micro rows / mini rows).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "trainer/batch.h"
+#include "trainer/job_config.h"
+#include "trainer/metrics.h"
+#include "trainer/parallel_strategy.h"
+
+namespace verl::trainer {
+
+// Mean of per-micro-batch metric values, accumulated under one key.
+class MeanAccumulator {
+ public:
+  void add(const std::string& key, double v) {
+    auto& e = sums_[key];
+    e.first += v;
+    e.second += 1;
+  }
+  void into(MetricMap& m) const {
+    for (const auto& [k, e] : sums_) m[k] = e.second ? e.first / e.second : 0.0;
+  }
+
+ private:
+  std::map<std::string, std::pair<double, int64_t>> sums_;
+};
+
+struct UpdatePlan {
+  int64_t epochs = 1;
+  int64_t mini_batch = 1;    // rows per optimizer step, on this rank
+  int64_t micro_batch = 1;   // rows per forward/backward
+  bool shuffle = false;      // a fresh seeded permutation of the rows per epoch
+  uint64_t shuffle_seed = 0; // mixed with the epoch
+  double grad_clip = 1.0;
+  std::string who;           // "actor", "critic", "sft": the log line and the grad-norm metric
+};
+
+struct MicroBatch {
+  TensorMap data;        // the micro-batch's rows of every tensor
+  int64_t rows = 0;      // rows in this micro-batch
+  int64_t mini_rows = 0; // rows in its mini-batch
+};
+
+struct UpdateStats {
+  int64_t steps = 0;    // optimizer steps taken
+  int64_t skipped = 0;  // mini-batches skipped for a non-finite gradient norm
+  double last_grad_norm = 0;
+};
+
+// Runs the loop; records "<who>/grad_norm" (finite norms only) into acc. `step` names the
+// training step in the warning for a skipped update.
+UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const UpdatePlan& plan,
+                                 torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
+                                 ParallelStrategy& strategy, MeanAccumulator& acc, int64_t step,
+                                 const std::function<torch::Tensor(const MicroBatch&)>& micro_loss);
+
+// verl's constant schedule with warmup: lr * step / warmup while step < warmup, where warmup is
+// optim.lr_warmup_steps, or lr_warmup_steps_ratio * total_steps when that is negative.
+double warmup_lr(const OptimConfig& optim, int64_t scheduler_step, int64_t total_steps);
+
+// AdamW over params with the optim.* keys (lr, betas, weight_decay).
+std::unique_ptr<torch::optim::AdamW> make_adamw(const std::vector<torch::Tensor>& params, double lr, double beta1,
+                                                double beta2, double weight_decay);
+void set_lr(torch::optim::Optimizer& optimizer, double lr);
+
+// A tensor's value as a double (0 for an undefined tensor).
+double item(const torch::Tensor& t);
+
+}  // namespace verl::trainer

@@ -1,0 +1,32 @@
+// RefWorker is verl's reference policy: a frozen copy of the policy that RL starts from (after
+// the SFT warm start, if any), whose log-probs feed the KL loss or the KL reward penalty. It is
+// part of a checkpoint, because a resumed run cannot rebuild it from the resumed actor.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "trainer/batch.h"
+#include "trainer/checkpoint.h"
+#include "trainer/job_config.h"
+#include "trainer/model.h"
+
+namespace verl::trainer {
+
+class RefWorker {
+ public:
+  // A frozen deep copy of policy on device.
+  RefWorker(const JobConfig& config, const CausalLm& policy, const torch::Device& device);
+
+  // Log-probs of the batch's responses [B, R], on the reference's device.
+  torch::Tensor compute_ref_log_prob(const RolloutBatch& batch);
+
+  void add_to(CheckpointParts& parts) { parts.ref = module_.ptr().get(); }
+  const torch::Device& device() const { return device_; }
+
+ private:
+  const JobConfig& config_;
+  torch::Device device_;
+  CausalLm module_;
+};
+
+}  // namespace verl::trainer
