@@ -1,0 +1,104 @@
+// The peer check of render_chat_template: Hugging Face's JS Jinja (@huggingface/jinja) rendered real
+// chat templates for a seeded set of conversations (tests/peers/render_chat.mjs); we render the
+// same cases and must produce the same text, and refuse where it refused.
+// tests/integration/chat_template_peer_test.sh produces the file and runs this with
+// VERL_CHAT_PEER_JSONL=<file>; without it (a plain unit run) the test skips.
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "text/chat_template.h"
+
+namespace verl::text {
+namespace {
+
+// Where two texts part, with some context on both sides, escaped so that newlines show.
+std::string show_difference(const std::string& want, const std::string& got) {
+  size_t at = 0;
+  while (at < want.size() && at < got.size() && want[at] == got[at]) ++at;
+  auto window = [&](const std::string& s) {
+    size_t from = at > 40 ? at - 40 : 0;
+    return nlohmann::json(s.substr(from, 120)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  std::ostringstream out;
+  out << "first difference at byte " << at << " (peer " << want.size() << " bytes, ours " << got.size() << ")\n"
+      << "    peer: ..." << window(want) << "\n"
+      << "    ours: ..." << window(got);
+  return out.str();
+}
+
+struct Tally {
+  int cases = 0;
+  int mismatches = 0;
+};
+
+TEST(ChatTemplatePeer, RendersAsHuggingFaceJinjaDoes) {
+  const char* path = std::getenv("VERL_CHAT_PEER_JSONL");
+  if (!path || !*path)
+    GTEST_SKIP() << "VERL_CHAT_PEER_JSONL is not set: tests/integration/chat_template_peer_test.sh runs this";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "cannot read " << path;
+
+  std::map<std::string, std::string> sources;
+  std::map<std::string, Tally> tally;
+  int shown = 0;
+  constexpr int kShowAtMost = 8;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json row = nlohmann::json::parse(line);
+    if (row["kind"] == "template") {
+      sources[row["name"]] = row["source"];
+      continue;
+    }
+    const std::string name = row["template"];
+    ASSERT_TRUE(sources.count(name)) << "case before its template: " << name;
+    nlohmann::json context = row["context"];
+    nlohmann::json messages = context["messages"];
+    bool add_generation_prompt = context["add_generation_prompt"];
+    context.erase("messages");
+    context.erase("add_generation_prompt");
+
+    Tally& t = tally[name];
+    ++t.cases;
+    std::string ours, our_error;
+    try {
+      ours = render_chat_template(sources[name], messages, add_generation_prompt, context);
+    } catch (const Error& e) {
+      our_error = e.what();
+    }
+    const bool peer_failed = row.contains("error");
+    std::string problem;
+    if (peer_failed && our_error.empty()) {
+      problem = "the peer refused (" + row["error"].get<std::string>() + ") but we rendered:\n    " +
+                nlohmann::json(ours).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    } else if (!peer_failed && !our_error.empty()) {
+      problem = "the peer rendered but we refused: " + our_error;
+    } else if (!peer_failed && ours != row["text"].get<std::string>()) {
+      problem = show_difference(row["text"], ours);
+    }
+    if (problem.empty()) continue;
+    ++t.mismatches;
+    if (shown++ < kShowAtMost) {
+      ADD_FAILURE() << name << " case " << t.cases << ": " << problem << "\n    add_generation_prompt="
+                    << add_generation_prompt << " context=" << context.dump().substr(0, 400)
+                    << "\n    messages=" << messages.dump().substr(0, 1500);
+    }
+  }
+  int total = 0;
+  for (const auto& [name, t] : tally) {
+    std::cout << "[ peer     ] " << name << ": " << t.cases << " cases, " << t.mismatches << " mismatches\n";
+    EXPECT_EQ(t.mismatches, 0) << name;
+    total += t.cases;
+  }
+  EXPECT_GT(total, 0) << "no cases in " << path;
+}
+
+}  // namespace
+}  // namespace verl::text
