@@ -736,8 +736,7 @@ class Parser {
   }
 
   ExprPtr parse_call(ExprPtr callee) {
-    const Token& at = peek();
-    auto e = std::make_unique<Expr>(ExprKind::kCall, at.line, at.col);
+    auto e = std::make_unique<Expr>(ExprKind::kCall, callee->line, callee->col);
     e->children.push_back(std::move(callee));
     parse_args(*e);
     return e;
@@ -915,12 +914,14 @@ class Renderer {
     for (size_t i = 0; i < targets.size(); ++i) frame.vars[targets[i]] = items[i];
   }
 
+  // Each iteration gets a fresh scope, as in jinja2: a `set` in the body is gone by the next
+  // iteration and after the loop (a namespace carries state across).
   Flow exec_for(const Stmt& s, const FramePtr& frame, std::string& out) {
     Array candidates = iterate(eval(*s.expr, frame));
-    auto scope = std::make_shared<Frame>(Frame{{}, frame});
     Array items;
     if (s.filter) {
       for (const auto& c : candidates) {
+        auto scope = std::make_shared<Frame>(Frame{{}, frame});
         assign(s.targets, c, *scope);
         if (eval(*s.filter, scope).truthy()) items.push_back(c);
       }
@@ -929,6 +930,7 @@ class Renderer {
     }
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      auto scope = std::make_shared<Frame>(Frame{{}, frame});
       Object loop;
       loop.items = {{"index", Value(i + 1)},
                     {"index0", Value(i)},
@@ -947,10 +949,9 @@ class Renderer {
                               }));
       scope->vars["loop"] = Value::object(std::move(loop));
       assign(s.targets, items[i], *scope);
-      Flow flow = exec(s.body, scope, out);
-      if (flow == Flow::kBreak) break;
+      if (exec(s.body, scope, out) == Flow::kBreak) break;
     }
-    if (items.empty()) return exec(s.else_body, scope, out);
+    if (items.empty()) return exec(s.else_body, std::make_shared<Frame>(Frame{{}, frame}), out);
     return Flow::kNormal;
   }
 

@@ -3,6 +3,8 @@
 // lengths, indexes and slices count code points as Python's do.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "text/jinja_internal.h"
@@ -338,13 +340,18 @@ Value py_float(const Value& v, const Value& def) {
   }
 }
 
-// Python's round(x, n) rounds half to even on the exact binary value; jinja2's 'common' method
-// rounds half away from zero.
+// jinja2's round: 'common' is Python's round(x, n), half to even on the exact binary value
+// (round(2.5) == 2.0, round(2.675, 2) == 2.67); 'ceil' and 'floor' as named. Always a float.
 Value do_round(const Value& v, int64_t precision, const std::string& method) {
   if (!numeric(v)) throw_failure("round needs a number, got " + v.type_name());
   double x = number(v), scale = std::pow(10.0, static_cast<double>(precision));
   double r;
-  if (method == "common") r = std::round(x * scale) / scale;
+  if (method == "common" && precision >= 0) {
+    // glibc's printf rounds the exact binary value half to even, as Python's round() does.
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(std::min<int64_t>(precision, 300)), x);
+    r = std::strtod(buf, nullptr);
+  } else if (method == "common") r = std::nearbyint(x * scale) / scale;
   else if (method == "ceil") r = std::ceil(x * scale) / scale;
   else if (method == "floor") r = std::floor(x * scale) / scale;
   else throw_failure("method must be common, ceil or floor");

@@ -93,6 +93,8 @@ TEST(Jinja, ForLoopElseFilterUnpackingAndControl) {
 TEST(Jinja, SetScopesAndNamespaces) {
   // A set inside a loop stays in the loop; a namespace carries state out of it.
   EXPECT_EQ(render("{% set x = 1 %}{% for i in [1, 2] %}{% set x = i %}{% endfor %}{{ x }}"), "1");
+  // ... and in jinja2 not even into the next iteration.
+  EXPECT_EQ(render("{% set x = 0 %}{% for i in [1, 2] %}[{{ x }}]{% set x = i %}{% endfor %}"), "[0][0]");
   EXPECT_EQ(render("{% set ns = namespace(found=false, n=0) %}{% for i in [1, 2, 3] %}{% if i == 2 %}"
                    "{% set ns.found = true %}{% endif %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.found }} {{ ns.n }}"),
             "True 6");
@@ -165,9 +167,9 @@ TEST(Jinja, Filters) {
                    g),
             "[x][AB][ab][Hello world][Hello World][b, a][b][a][2]");
   EXPECT_EQ(render("[{{ u|default('d') }}][{{ ''|default('d') }}][{{ ''|default('d', true) }}][{{ '42'|int + 1 }}]"
-                   "[{{ 'x'|int }}][{{ '2.5'|float }}][{{ 3|string ~ 'x' }}][{{ 2.567|round(2) }}][{{ 2.5|round }}]",
+                   "[{{ 'x'|int }}][{{ '2.5'|float }}][{{ 3|string ~ 'x' }}][{{ 2.567|round(2) }}][{{ 2.5|round }}][{{ 3.5|round }}][{{ 2.675|round(2) }}]",
                    g),
-            "[d][][d][43][0][2.5][3x][2.57][3.0]");
+            "[d][][d][43][0][2.5][3x][2.57][2.0][4.0][2.67]");
   EXPECT_EQ(render("{{ ms|selectattr('role', 'equalto', 'user')|map(attribute='n')|list }}"
                    "{{ ms|rejectattr('role', 'equalto', 'user')|list|length }}{{ xs|reject('equalto', 'a')|list }}"
                    "{{ xs|sort }}{{ [3, 1, 2]|sort(reverse=true) }}{{ [1, 1, 2]|unique|list }}{{ xs|reverse|list }}",
@@ -200,7 +202,7 @@ TEST(Jinja, SyntaxErrorsNameLineColumnAndToken) {
 
 TEST(Jinja, RenderErrorsNameLineAndWhat) {
   EXPECT_EQ(error_of("\n{{ 'a'.nosuchmethod() }}"), "template line 2:8: unknown method 'nosuchmethod' of str");
-  EXPECT_EQ(error_of("{{ nosuchfunction(1) }}"), "template line 1:18: 'nosuchfunction' is undefined");
+  EXPECT_EQ(error_of("{{ nosuchfunction(1) }}"), "template line 1:4: 'nosuchfunction' is undefined");
   EXPECT_EQ(error_of("{{ 'a' + none }}"), "template line 1:8: unsupported operand type(s) for +: 'str' and 'NoneType'");
   EXPECT_EQ(error_of("{% set x = 1 %}{% set x.y = 2 %}"), "template line 1:19: cannot assign attribute on non-namespace object 'x'");
   EXPECT_EQ(error_of("{{ 1 // 0 }}"), "template line 1:6: integer division or modulo by zero");
