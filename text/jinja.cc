@@ -455,6 +455,7 @@ class Parser {
     ExprPtr first = with_condexpr ? parse_expression() : parse_or();
     if (!at_op(",")) return first;
     auto tuple = std::make_unique<Expr>(ExprKind::kList, at.line, at.col);
+    tuple->name = "tuple";
     tuple->children.push_back(std::move(first));
     while (skip_op(",")) {
       if (peek().type == Tok::kBlockEnd || peek().type == Tok::kVarEnd || at_op(")") || at_name("if")) break;
@@ -620,10 +621,15 @@ class Parser {
         return literal(tok, Value(std::stod(tok.value)));
       case Tok::kOp:
         if (tok.value == "(") {
-          if (skip_op(")")) return std::make_unique<Expr>(ExprKind::kList, tok.line, tok.col);
+          if (skip_op(")")) {
+            auto empty = std::make_unique<Expr>(ExprKind::kList, tok.line, tok.col);
+            empty->name = "tuple";
+            return empty;
+          }
           ExprPtr e = parse_expression();
           if (at_op(",")) {
             auto tuple = std::make_unique<Expr>(ExprKind::kList, tok.line, tok.col);
+            tuple->name = "tuple";
             tuple->children.push_back(std::move(e));
             while (skip_op(",") && !at_op(")")) tuple->children.push_back(parse_expression());
             e = std::move(tuple);
@@ -1073,7 +1079,7 @@ class Renderer {
       case ExprKind::kList: {
         Array items;
         for (const auto& c : e.children) items.push_back(eval(*c, frame));
-        return Value::array(std::move(items));
+        return e.name == "tuple" ? Value::tuple(std::move(items)) : Value::array(std::move(items));
       }
       case ExprKind::kDict: {
         Object o;

@@ -54,6 +54,7 @@ class Value {
   Value(const char* s) : kind_(Kind::kString), s_(s) {}
   static Value none();
   static Value array(Array items = {});
+  static Value tuple(Array items);  // a list that prints as Python's tuple: (1, 2)
   static Value object(Object o);
   static Value object();
   static Value ns(Object o);  // jinja2's namespace(): an object whose attributes `set` may assign
@@ -88,6 +89,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::kUndefined;
+  bool tuple_ = false;
   bool b_ = false;
   int64_t i_ = 0;
   double f_ = 0;

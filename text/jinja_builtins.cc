@@ -296,7 +296,7 @@ Value items_of(const Value& v) {
   if (v.is_undefined()) return Value::array();
   if (!v.is_object()) throw_failure("items() needs a dict, got " + v.type_name());
   Array out;
-  for (const auto& [k, val] : v.as_object().items) out.push_back(Value::array({Value(k), val}));
+  for (const auto& [k, val] : v.as_object().items) out.push_back(Value::tuple({Value(k), val}));
   return Value::array(std::move(out));
 }
 
@@ -776,6 +776,12 @@ bool compare_op(const std::string& op, const Value& l, const Value& r) {
 
 bool call_test(const std::string& name, const Value& v, const Args& a) {
   using K = Value::Kind;
+  static const std::set<std::string> kOneArgument = {"divisibleby", "eq", "equalto", "ne", "lt", "le",
+                                                      "gt", "ge", "in", "sameas"};
+  size_t want = kOneArgument.count(name) ? 1 : 0;
+  if (a.positional.size() + a.keyword.size() != want)
+    throw_failure("test '" + name + "' takes " + std::to_string(want) + " argument(s), got " +
+                  std::to_string(a.positional.size() + a.keyword.size()));
   const Value& other = arg(a, 0, "other");
   if (name == "defined") return !v.is_undefined();
   if (name == "undefined") return v.is_undefined();
@@ -973,7 +979,16 @@ Value call_filter(const std::string& name, const Value& v, const Args& a) {
     return Value(indent(v.to_string(), w.is_undefined() ? Value(int64_t{4}) : w, bool_arg(arg(a, 1, "first"), false),
                         bool_arg(arg(a, 2, "blank"), false)));
   }
-  if (name == "wordcount") return Value(static_cast<int64_t>(split(v.to_string(), Value(), -1).size()));
+  if (name == "wordcount") {  // jinja2 counts runs of \w
+    int64_t words = 0;
+    bool in_word = false;
+    for (char32_t c : decode(v.to_string())) {
+      bool w = is_alpha(c) || (c >= '0' && c <= '9') || c == '_';
+      if (w && !in_word) ++words;
+      in_word = w;
+    }
+    return Value(words);
+  }
   (void)K::kNone;
   throw_failure("unknown filter '" + name + "'");
 }

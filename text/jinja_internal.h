@@ -19,7 +19,7 @@ enum class ExprKind { kLiteral, kName, kAttr, kItem, kSlice, kCall, kFilter, kTe
 //   kCall: children[0](children[1..], kwargs)   kFilter: children[0] | name(children[1..], kwargs)
 //   kTest: children[0] is [not] name children[1]?   kUnary: name children[0]   kBinary: children[0] name children[1]
 //   kCompare: children[0] ops[0] children[1] ops[1] ...   kCond: children[0] if children[1] else children[2]
-//   kList: [children...] (tuples too)   kDict: {children[0]: children[1], ...}
+//   kList: [children...] (name "tuple" for (a, b))   kDict: {children[0]: children[1], ...}
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 struct Expr {

@@ -21,6 +21,12 @@ Value Value::array(Array items) {
   return v;
 }
 
+Value Value::tuple(Array items) {
+  Value v = array(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
+
 Value Value::object(Object o) {
   Value v;
   v.kind_ = Kind::kObject;
@@ -201,9 +207,10 @@ std::string Value::repr() const {
     case Kind::kFloat: return float_repr(f_);
     case Kind::kString: return string_repr(s_);
     case Kind::kArray: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < a_->size(); ++i) out += (i ? ", " : "") + (*a_)[i].repr();
-      return out + "]";
+      if (tuple_ && a_->size() == 1) out += ",";
+      return out + (tuple_ ? ")" : "]");
     }
     case Kind::kObject: {
       std::string out = "{";

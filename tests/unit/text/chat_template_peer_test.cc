@@ -48,7 +48,8 @@ TEST(ChatTemplatePeer, RendersAsHuggingFaceJinjaDoes) {
   std::map<std::string, std::string> sources;
   std::map<std::string, Tally> tally;
   int shown = 0;
-  constexpr int kShowAtMost = 8;
+  const char* show = std::getenv("VERL_CHAT_PEER_SHOW");  // how many mismatches to print (8)
+  const int kShowAtMost = show && *show ? std::atoi(show) : 8;
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
@@ -91,12 +92,17 @@ TEST(ChatTemplatePeer, RendersAsHuggingFaceJinjaDoes) {
                     << "\n    messages=" << messages.dump().substr(0, 1500);
     }
   }
-  int total = 0;
+  int total = 0, mismatches = 0;
   for (const auto& [name, t] : tally) {
-    std::cout << "[ peer     ] " << name << ": " << t.cases << " cases, " << t.mismatches << " mismatches\n";
-    EXPECT_EQ(t.mismatches, 0) << name;
+    // A corpus of many one-case templates (the snippets) reports only its failures.
+    if (tally.size() <= 20 || t.mismatches)
+      std::cout << "[ peer     ] " << name << ": " << t.cases << " cases, " << t.mismatches << " mismatches\n";
     total += t.cases;
+    mismatches += t.mismatches;
   }
+  std::cout << "[ peer     ] all: " << tally.size() << " templates, " << total << " cases, " << mismatches
+            << " mismatches\n";
+  EXPECT_EQ(mismatches, 0);
   EXPECT_GT(total, 0) << "no cases in " << path;
 }
 

@@ -146,7 +146,7 @@ TEST(Jinja, SubscriptsSlicesAndAttributes) {
             "userhiuserdfltNone");
   // nlohmann::json hands over its keys sorted.
   EXPECT_EQ(render("{{ m.keys()|list }}{{ m.values()|list }}{{ m|items|list }}", g),
-            "['content', 'role']['hi', 'user'][['content', 'hi'], ['role', 'user']]");
+            "['content', 'role']['hi', 'user'][('content', 'hi'), ('role', 'user')]");
 }
 
 TEST(Jinja, StringMethods) {
