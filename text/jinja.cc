@@ -48,9 +48,17 @@ bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == 
 class Lexer {
  public:
   Lexer(const std::string& src, const Options& opt, const std::string& name) : src_(src), opt_(opt), name_(name) {
+    // jinja2 reads \r\n and \r as \n (newline_sequence), in text and string literals alike.
+    if (src_.find('\r') != std::string::npos) {
+      std::string normalized;
+      for (size_t i = 0; i < src_.size(); ++i) {
+        if (src_[i] != '\r') normalized += src_[i];
+        else if (i + 1 >= src_.size() || src_[i + 1] != '\n') normalized += '\n';
+      }
+      src_ = std::move(normalized);
+    }
     if (!opt_.keep_trailing_newline && !src_.empty() && src_.back() == '\n') {
       src_.pop_back();
-      if (!src_.empty() && src_.back() == '\r') src_.pop_back();
     }
     line_starts_.push_back(0);
     for (size_t i = 0; i < src_.size(); ++i)
@@ -68,7 +76,6 @@ class Lexer {
         while (begin < text.size() && is_ascii_space(text[begin])) ++begin;
       } else if (lead == Lead::kNewline) {
         if (text.compare(0, 1, "\n") == 0) begin = 1;
-        else if (text.compare(0, 2, "\r\n") == 0) begin = 2;
       }
       size_t end = text.size();
       if (start != std::string::npos) {
@@ -964,6 +971,13 @@ class Renderer {
   Value make_macro(const Stmt& s, const FramePtr& defined_in) {
     const Stmt* macro = &s;
     return Value::function([this, macro, defined_in](const Args& args) {
+      constexpr int kMaxDepth = 100;  // Python's recursion limit would stop a runaway macro too
+      if (macro_depth_ >= kMaxDepth) throw_failure("macro '" + macro->attr + "' recursed too deep");
+      struct Depth {
+        int& d;
+        explicit Depth(int& x) : d(++x) {}
+        ~Depth() { --d; }
+      } depth(macro_depth_);
       auto scope = std::make_shared<Frame>(Frame{{}, defined_in});
       const auto& params = macro->params;
       if (args.positional.size() > params.size())
@@ -1095,6 +1109,7 @@ class Renderer {
   }
 
   const std::string& name_;
+  int macro_depth_ = 0;
 };
 
 Value builtin_range(const Args& a) {

@@ -50,8 +50,22 @@ bool is_space(char32_t c) {
 }
 
 bool is_alpha(char32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= 0xc0 && c != 0xd7 && c != 0xf7 && c < 0x2000); }
-char32_t upper(char32_t c) { return (c >= 'a' && c <= 'z') ? c - 32 : c; }
-char32_t lower(char32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+// Case mapping for ASCII, Latin-1, Greek and Cyrillic (one to one; ß, final sigma and the rest of
+// Unicode are left as they are).
+char32_t upper(char32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if ((c >= 0xe0 && c <= 0xfe && c != 0xf7) || (c >= 0x3b1 && c <= 0x3c9 && c != 0x3c2) || (c >= 0x430 && c <= 0x44f))
+    return c - 32;
+  if (c >= 0x450 && c <= 0x45f) return c - 80;
+  return c;
+}
+char32_t lower(char32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if ((c >= 0xc0 && c <= 0xde && c != 0xd7) || (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) || (c >= 0x410 && c <= 0x42f))
+    return c + 32;
+  if (c >= 0x400 && c <= 0x40f) return c + 80;
+  return c;
+}
 
 std::string map_chars(const std::string& s, char32_t (*f)(char32_t)) {
   std::u32string u = decode(s);
@@ -750,6 +764,9 @@ Value binary_op(const std::string& op, const Value& l, const Value& r) {
     return Value::array(std::move(out));
   }
   if (op == "*" && (l.is_string() || l.is_array()) && r.is_int()) {
+    size_t unit = l.is_string() ? l.as_string().size() : l.as_array().size();
+    if (r.as_int() > 0 && unit > 0 && static_cast<uint64_t>(r.as_int()) > (uint64_t{1} << 28) / unit)
+      throw_failure("repetition too large");
     if (l.is_string()) {
       std::string out;
       for (int64_t i = 0; i < r.as_int(); ++i) out += l.as_string();

@@ -56,6 +56,11 @@ TEST(Jinja, TrimBlocksAndLstripBlocksAsTransformersSetsThem) {
   EXPECT_EQ(render("  {{ 'a' }}\n b {% if true %}c{% endif %}\n"), "  a\n b c");
   // {%+ keeps the spaces.
   EXPECT_EQ(render("x\n  {%+ if true %}y{% endif %}"), "x\n  y");
+  // Comments too; the strip markers win over both.
+  EXPECT_EQ(render("a\n  {# c #}\nb|a\n  {#- c #}\nb|a {# c #}\nb"), "a\nb|ab|a b");
+  EXPECT_EQ(render("x  {%- if 1 %}\n y{% endif %}|{% if 1 %}  \nz{% endif %}|\n\t{% if 1 %}x{% endif %}"), "x y|  \nz|\nx");
+  // \r\n reads as \n, as in jinja2.
+  EXPECT_EQ(render("a\r\n  {% if 1 %}\r\nb{% endif %}\rc\r\n{{ 'd' }}"), "a\nbc\nd");
   // One trailing newline of the template goes (keep_trailing_newline=False).
   EXPECT_EQ(render("a\n\n"), "a\n");
 }
@@ -101,6 +106,12 @@ TEST(Jinja, SetScopesAndNamespaces) {
   EXPECT_EQ(render("{% set a, b = 1, 2 %}{{ a }}{{ b }}"), "12");
   EXPECT_EQ(render("{% set block %}x{{ 1 + 1 }}{% endset %}[{{ block }}]"), "[x2]");
   EXPECT_EQ(render("{% if true %}{% set y = 'in if' %}{% endif %}{{ y }}"), "in if");
+}
+
+TEST(Jinja, RunawayRecursionIsAnError) {
+  EXPECT_EQ(error_of("{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}"),
+            "template line 1:20: macro 'r' recursed too deep");
+  EXPECT_EQ(error_of("{{ 'ab' * 1000000000000 }}"), "template line 1:9: repetition too large");
 }
 
 TEST(Jinja, Macros) {
@@ -155,9 +166,9 @@ TEST(Jinja, StringMethods) {
   EXPECT_EQ(render("[{{ s.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') }}]", g), "[r]");
   EXPECT_EQ(render("[{{ '  a b  '.strip() }}][{{ 'xxaxx'.strip('x') }}][{{ 'a,b,,c'.split(',') }}][{{ ' a  b '.split() }}]"),
             "[a b][a][['a', 'b', '', 'c']][['a', 'b']]");
-  EXPECT_EQ(render("{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith(('x', 'bc')) }}{{ 'Hello'.upper() }}{{ 'Hello'.lower() }}"
+  EXPECT_EQ(render("{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith(('x', 'bc')) }}{{ 'Héllo'.upper() }}{{ 'HÉLLO Привет'.lower() }}"
                    "{{ 'hello world'.title() }}{{ 'a-a'.replace('a', 'b') }}{{ 'aaa'.replace('a', 'b', 2) }}"),
-            "TrueTrueHELLOhelloHello Worldb-bbba");
+            "TrueTrueHÉLLOhéllo приветHello Worldb-bbba");
 }
 
 TEST(Jinja, Filters) {
