@@ -59,8 +59,11 @@ Value strftime_now(const jinja::Args& a) {
 
 }  // namespace
 
-std::string render_chat_template(const std::string& source, const nlohmann::json& messages, bool add_generation_prompt,
-                                 const nlohmann::json& extra_context) {
+namespace {
+
+template <typename Json>
+std::string render(const std::string& source, const Json& messages, bool add_generation_prompt,
+                   const Json& extra_context) {
   if (!extra_context.is_null() && !extra_context.is_object())
     throw Error(ExitCode::kInvalidConfig, "chat template: the extra context must be a JSON object, got " +
                                               std::string(extra_context.type_name()));
@@ -72,6 +75,18 @@ std::string render_chat_template(const std::string& source, const nlohmann::json
   globals["raise_exception"] = Value::function(raise_exception);
   globals["strftime_now"] = Value::function(strftime_now);
   return parsed(source)->render(globals);
+}
+
+}  // namespace
+
+std::string render_chat_template(const std::string& source, const nlohmann::json& messages, bool add_generation_prompt,
+                                 const nlohmann::json& extra_context) {
+  return render(source, messages, add_generation_prompt, extra_context);
+}
+
+std::string render_chat_template_ordered(const std::string& source, const nlohmann::ordered_json& messages,
+                                         bool add_generation_prompt, const nlohmann::ordered_json& extra_context) {
+  return render(source, messages, add_generation_prompt, extra_context);
 }
 
 }  // namespace verl::text

@@ -22,4 +22,10 @@ namespace verl::text {
 std::string render_chat_template(const std::string& source, const nlohmann::json& messages, bool add_generation_prompt,
                                  const nlohmann::json& extra_context);
 
+// The same, with messages and context as nlohmann::ordered_json: dicts keep the order they were
+// given in (Python's), so `tojson` prints a tool's schema or a call's arguments in its file's key
+// order, as transformers does; nlohmann::json's objects are sorted by key.
+std::string render_chat_template_ordered(const std::string& source, const nlohmann::ordered_json& messages,
+                                         bool add_generation_prompt, const nlohmann::ordered_json& extra_context);
+
 }  // namespace verl::text

@@ -59,7 +59,8 @@ class Value {
   static Value object();
   static Value ns(Object o);  // jinja2's namespace(): an object whose attributes `set` may assign
   static Value function(Function fn);
-  static Value from_json(const nlohmann::json& j);
+  static Value from_json(const nlohmann::json& j);          // dicts in nlohmann::json's (sorted) key order
+  static Value from_json(const nlohmann::ordered_json& j);  // dicts in the order given, as Python keeps them
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }

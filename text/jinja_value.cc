@@ -49,36 +49,44 @@ Value Value::function(Function fn) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::json& j) {
+namespace {
+
+template <typename Json>
+Value value_from_json(const Json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null:
-      return none();
-    case nlohmann::json::value_t::boolean:
-      return Value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-      return Value(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned:
-      return Value(static_cast<int64_t>(j.get<uint64_t>()));
-    case nlohmann::json::value_t::number_float:
-      return Value(j.get<double>());
-    case nlohmann::json::value_t::string:
-      return Value(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case nlohmann::detail::value_t::null:
+      return Value::none();
+    case nlohmann::detail::value_t::boolean:
+      return Value(j.template get<bool>());
+    case nlohmann::detail::value_t::number_integer:
+      return Value(j.template get<int64_t>());
+    case nlohmann::detail::value_t::number_unsigned:
+      return Value(static_cast<int64_t>(j.template get<uint64_t>()));
+    case nlohmann::detail::value_t::number_float:
+      return Value(j.template get<double>());
+    case nlohmann::detail::value_t::string:
+      return Value(j.template get<std::string>());
+    case nlohmann::detail::value_t::array: {
       Array items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
-      return array(std::move(items));
+      for (const auto& e : j) items.push_back(value_from_json(e));
+      return Value::array(std::move(items));
     }
-    case nlohmann::json::value_t::object: {
+    case nlohmann::detail::value_t::object: {
       Object o;
       o.items.reserve(j.size());
-      for (auto it = j.begin(); it != j.end(); ++it) o.items.emplace_back(it.key(), from_json(it.value()));
-      return object(std::move(o));
+      for (auto it = j.begin(); it != j.end(); ++it) o.items.emplace_back(it.key(), value_from_json(it.value()));
+      return Value::object(std::move(o));
     }
     default:
       return Value();  // binary, discarded: nothing a template can use
   }
 }
+
+}  // namespace
+
+Value Value::from_json(const nlohmann::json& j) { return value_from_json(j); }
+Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json(j); }
 
 bool Value::truthy() const {
   switch (kind_) {

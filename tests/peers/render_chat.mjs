@@ -5,8 +5,8 @@
 //   node tests/peers/render_chat.mjs <out.jsonl> [cases per template, default 300] [seed]
 //
 // Writes one {"kind":"template","name","source"} line per template, then one
-// {"kind":"case","template","context","text"} line per case ({"error"} instead of "text" when the
-// template refuses the messages, e.g. through raise_exception).
+// {"kind":"case","template","context","text","text_sorted"} line per case ({"error"} instead of
+// the texts when the template refuses the messages, e.g. through raise_exception).
 //
 // The conversations stay inside what Python's jinja2 (what transformers really runs) and this JS
 // port agree on; where they differ, Python is the reference and we do not generate the input:
@@ -15,8 +15,9 @@
 //  - the trim filter: JS and Python disagree on U+001C..U+001F, U+0085 and U+FEFF: never generated;
 //  - None and booleans print as "None", "True", "False" in Python and "", "true", "false" here; `'x' + none`, `none | trim` differ too: null
 //    content appears only where both refuse it;
-//  - dict keys: the C++ side receives nlohmann::json, whose objects are sorted by key, so every
-//    object here is built with sorted keys (tojson then prints the same order on both sides);
+//  - dict keys: each case is rendered twice, as generated ("text": keys in insertion order, what
+//    render_chat_template_ordered must match) and with every object's keys sorted ("text_sorted":
+//    what render_chat_template must match, since nlohmann::json sorts them);
 //  - Gemma 3: a message without content is iterable (Undefined) in Python and not here: never
 //    generated (a null content, which both refuse, is).
 import { readFileSync, writeFileSync } from "node:fs";
@@ -71,7 +72,7 @@ const templates = [
   { name: "gemma3", source: gemma3.chat_template, tokens: specialTokens(gemma3), family: "gemma3" },
 ];
 
-// Deep copy with object keys in sorted order (see the header).
+// Deep copy with object keys in sorted order, as nlohmann::json holds them (see the header).
 function sorted(v) {
   if (Array.isArray(v)) return v.map(sorted);
   if (v && typeof v === "object") {
@@ -256,10 +257,11 @@ for (const t of templates) {
   const g = generator(rng(seed ^ t.name.length * 7919 ^ t.name.charCodeAt(0)));
   for (let i = 0; i < perTemplate; ++i) {
     const { messages, extra } = makeCase(t.family, g);
-    const context = sorted({ ...t.tokens, ...extra, messages, add_generation_prompt: g.chance(0.5) });
+    const context = { ...t.tokens, ...extra, messages, add_generation_prompt: g.chance(0.5) };
     const line = { kind: "case", template: t.name, context };
     try {
       line.text = compiled.render(structuredClone(context));
+      line.text_sorted = compiled.render(sorted(context));
     } catch (e) {
       line.error = String(e && e.message ? e.message : e);
     }

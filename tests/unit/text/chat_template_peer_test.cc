@@ -1,6 +1,8 @@
 // The peer check of render_chat_template: Hugging Face's JS Jinja (@huggingface/jinja) rendered real
 // chat templates for a seeded set of conversations (tests/peers/render_chat.mjs); we render the
-// same cases and must produce the same text, and refuse where it refused.
+// same cases and must produce the same text, and refuse where it refused: once with the keys in the
+// order the peer saw them (render_chat_template_ordered) and once through nlohmann::json, which
+// sorts them (render_chat_template, against the peer's rendering of a sorted copy).
 // tests/integration/chat_template_peer_test.sh produces the file and runs this with
 // VERL_CHAT_PEER_JSONL=<file>; without it (a plain unit run) the test skips.
 #include <cstdlib>
@@ -60,36 +62,49 @@ TEST(ChatTemplatePeer, RendersAsHuggingFaceJinjaDoes) {
     }
     const std::string name = row["template"];
     ASSERT_TRUE(sources.count(name)) << "case before its template: " << name;
+    Tally& t = tally[name];
+    ++t.cases;
+    // Twice: with the keys in the order the peer saw them (render_chat_template_ordered), and
+    // through nlohmann::json, which sorts them (render_chat_template; the peer rendered a sorted
+    // copy as text_sorted).
+    nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(line)["context"];
+    const bool add_generation_prompt = ordered["add_generation_prompt"];
+    nlohmann::ordered_json ordered_messages = ordered["messages"];
+    ordered.erase("messages");
+    ordered.erase("add_generation_prompt");
+    nlohmann::json messages = row["context"]["messages"];
     nlohmann::json context = row["context"];
-    nlohmann::json messages = context["messages"];
-    bool add_generation_prompt = context["add_generation_prompt"];
     context.erase("messages");
     context.erase("add_generation_prompt");
 
-    Tally& t = tally[name];
-    ++t.cases;
-    std::string ours, our_error;
-    try {
-      ours = render_chat_template(sources[name], messages, add_generation_prompt, context);
-    } catch (const Error& e) {
-      our_error = e.what();
-    }
     const bool peer_failed = row.contains("error");
     std::string problem;
-    if (peer_failed && our_error.empty()) {
-      problem = "the peer refused (" + row["error"].get<std::string>() + ") but we rendered:\n    " +
-                nlohmann::json(ours).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    } else if (!peer_failed && !our_error.empty()) {
-      problem = "the peer rendered but we refused: " + our_error;
-    } else if (!peer_failed && ours != row["text"].get<std::string>()) {
-      problem = show_difference(row["text"], ours);
+    for (bool sorted : {false, true}) {
+      std::string ours, our_error;
+      try {
+        ours = sorted ? render_chat_template(sources[name], messages, add_generation_prompt, context)
+                      : render_chat_template_ordered(sources[name], ordered_messages, add_generation_prompt, ordered);
+      } catch (const Error& e) {
+        our_error = e.what();
+      }
+      const char* key = sorted && row.contains("text_sorted") ? "text_sorted" : "text";
+      const std::string how = sorted ? " (keys sorted)" : "";
+      if (peer_failed && our_error.empty()) {
+        problem = "the peer refused (" + row["error"].get<std::string>() + ") but we rendered" + how + ":\n    " +
+                  nlohmann::json(ours).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      } else if (!peer_failed && !our_error.empty()) {
+        problem = "the peer rendered but we refused" + how + ": " + our_error;
+      } else if (!peer_failed && ours != row[key].get<std::string>()) {
+        problem = show_difference(row[key], ours) + how;
+      }
+      if (!problem.empty()) break;
     }
     if (problem.empty()) continue;
     ++t.mismatches;
     if (shown++ < kShowAtMost) {
       ADD_FAILURE() << name << " case " << t.cases << ": " << problem << "\n    add_generation_prompt="
-                    << add_generation_prompt << " context=" << context.dump().substr(0, 400)
-                    << "\n    messages=" << messages.dump().substr(0, 1500);
+                    << add_generation_prompt << " context=" << ordered.dump().substr(0, 400)
+                    << "\n    messages=" << ordered_messages.dump().substr(0, 1500);
     }
   }
   int total = 0, mismatches = 0;

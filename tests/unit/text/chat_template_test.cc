@@ -50,6 +50,19 @@ TEST(ChatTemplate, RendersQwen25ToolsAndToolCalls) {
   EXPECT_NE(text.find("<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"), std::string::npos) << text;
 }
 
+TEST(ChatTemplate, OrderedJsonKeepsTheKeyOrderTojsonPrints) {
+  const std::string t = "{{ tools[0] | tojson }}|{{ messages[0].tool_calls[0].function.arguments | tojson }}";
+  auto tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "f", "description": "d"}}])");
+  auto messages = nlohmann::ordered_json::parse(
+      R"([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"z": 1, "a": 2}}}]}])");
+  nlohmann::ordered_json extra = {{"tools", tools}};
+  EXPECT_EQ(render_chat_template_ordered(t, messages, false, extra),
+            R"({"type": "function", "function": {"name": "f", "description": "d"}}|{"z": 1, "a": 2})");
+  // nlohmann::json has sorted them before we see them.
+  EXPECT_EQ(render_chat_template(t, nlohmann::json::parse(messages.dump()), false, nlohmann::json::parse(extra.dump())),
+            R"({"function": {"description": "d", "name": "f"}, "type": "function"}|{"a": 2, "z": 1})");
+}
+
 TEST(ChatTemplate, ToolsAreUndefinedUnlessGiven) {
   const std::string t = "{{ tools is defined }} {{ tools | length if tools is defined else 0 }}";
   EXPECT_EQ(render_chat_template(t, nlohmann::json::array(), false, nlohmann::json::object()), "False 0");
