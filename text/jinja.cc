@@ -337,7 +337,7 @@ class Parser {
         const Token& name = peek(1);
         if (name.type == Tok::kName && end_tags.count(name.value)) return body;
         next();
-        body.push_back(parse_statement(tok));
+        body.push_back(parse_statement());
       } else {
         fail(tok, "unexpected " + describe(tok));
       }
@@ -351,12 +351,11 @@ class Parser {
     expect(Tok::kBlockEnd, "'%}'");
   }
 
-  StmtPtr parse_statement(const Token& open) {
+  StmtPtr parse_statement() {
     const Token& kw = peek();
     if (kw.type != Tok::kName) fail(kw, "expected a tag name, got " + describe(kw));
     std::string tag = next().value;
     auto s = std::make_unique<Stmt>(StmtKind::kText, kw.line, kw.col);
-    (void)open;
     if (tag == "if") {
       s->kind = StmtKind::kIf;
       ExprPtr cond = parse_expression();

@@ -842,7 +842,6 @@ bool call_test(const std::string& name, const Value& v, const Args& a) {
 }
 
 Value call_filter(const std::string& name, const Value& v, const Args& a) {
-  using K = Value::Kind;
   if (name == "safe") return v;
   if (name == "string") return Value(v.to_string());
   if (name == "tojson") {
@@ -1006,7 +1005,6 @@ Value call_filter(const std::string& name, const Value& v, const Args& a) {
     }
     return Value(words);
   }
-  (void)K::kNone;
   throw_failure("unknown filter '" + name + "'");
 }
 
