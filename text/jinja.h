@@ -3,16 +3,21 @@
 // control, if/elif/else, for (loop.*, else, an `if` filter, tuple unpacking, break/continue), set
 // (names, tuples, namespace attributes, blocks), macros, the common filters, tests, string and dict
 // methods. Semantics follow Python's jinja2 as transformers configures it for apply_chat_template
-// (trim_blocks and lstrip_blocks on, no trailing newline, default Undefined that prints empty and
-// whose attributes are undefined again, a tojson that does not escape HTML or non-ASCII).
+// (trim_blocks and lstrip_blocks on, no trailing newline, \r\n read as \n, an Undefined that prints
+// empty, a tojson that does not escape HTML or non-ASCII): None prints "None", a for-loop iteration
+// has its own scope, round() is half to even. One departure, shared with Hugging Face's JS port
+// (@huggingface/jinja): an attribute or item of an undefined value is undefined again, where
+// jinja2's default Undefined raises (so `messages[0].role` with no messages renders on).
 //
 // A Template is parsed once and immutable; render() is const and may run on several threads at
 // once. Errors (syntax or at render time) are verl::Error (invalid config) whose message starts
-// "<name> line L:C:" and names the token, filter, method or test at fault; raise_exception() in
-// a template throws one carrying the template's own message.
+// "<name> line L:C:" and names the token, filter, method or test at fault (text/chat_template.h's
+// raise_exception() throws one that carries the template's own message).
 //
 // Not here: autoescape, template inheritance ({% extends %}, {% block %}, {% include %}),
-// {% raw %}, call blocks, custom filters. An unknown tag is a syntax error that names it.
+// {% raw %}, call blocks, recursive loops, loop.changed, `%` and str.format string formatting,
+// custom filters; case mapping beyond ASCII, Latin-1, Greek and Cyrillic. An unknown tag, filter
+// or test is a syntax error that names it; an unknown method fails when called.
 #pragma once
 
 #include <cstdint>
