@@ -4,7 +4,6 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "common/error.h"
 #include "text/bpe.h"
@@ -85,10 +84,13 @@ json read_json_file(const std::filesystem::path& path, const std::string& name) 
   if (!in) {
     throw Error{ExitCode::kInvalidConfig, path.string() + ": cannot be read", kDirHint};
   }
-  std::stringstream buf;
-  buf << in.rdbuf();
+  std::string text;
+  in.seekg(0, std::ios::end);
+  text.resize(static_cast<size_t>(in.tellg()));
+  in.seekg(0);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   try {
-    return json::parse(buf.str());
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw Error{ExitCode::kInvalidConfig, name + ": not valid JSON (" + e.what() + ")", "path: " + path.string()};
   }

@@ -5,6 +5,8 @@
 
 #include <stdexcept>
 
+#include "common/error.h"
+
 namespace verl::text {
 namespace {
 
@@ -73,7 +75,19 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const
   size_t pos = 0;
   while (pos <= s.size()) {
     int rc = pcre2_match(code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
-    if (rc < 0) break;  // PCRE2_ERROR_NOMATCH, or a resource limit: the rest is one non-match
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+      // The JIT's stack is small; the interpreter keeps its backtracking on the heap.
+      rc = pcre2_match(code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, nullptr);
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      pcre2_match_data_free(md);
+      PCRE2_UCHAR buf[256];
+      pcre2_get_error_message(rc, buf, sizeof buf);
+      throw Error{ExitCode::kFailure, std::string("tokenizer regex failed on a text of ") + std::to_string(s.size()) +
+                                          " bytes: " + reinterpret_cast<const char*>(buf),
+                  "split the text into smaller pieces"};
+    }
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     size_t b = ov[0], e = ov[1];
     if (e > b) {

@@ -24,7 +24,8 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
 
   // Byte ranges [begin, end) of the successive non-overlapping, non-empty matches in `s` (valid
-  // UTF-8).
+  // UTF-8). JIT-compiled; when the JIT's stack is too small for a match the interpreter retries
+  // it, and a resource limit hit even there throws verl::Error (failure) rather than split wrongly.
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view s) const;
 
   // The pattern as handed to PCRE2 (after the \s rewrite), for messages and tests.
