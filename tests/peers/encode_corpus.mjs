@@ -6,7 +6,8 @@
 //   node encode_corpus.mjs MODEL_DIR COUNT SEED OUT_DIR
 //
 // writes OUT_DIR/texts.jsonl (one JSON string per line), OUT_DIR/peer_ids.jsonl (the ids of
-// encode(text, {add_special_tokens: false})) and OUT_DIR/peer_decoded.jsonl (decode(ids)), and
+// encode(text, {add_special_tokens: false})), OUT_DIR/peer_decoded.jsonl (decode(ids)) and
+// OUT_DIR/peer_decoded_skip.jsonl (decode(ids, {skip_special_tokens: true})), and
 // prints the peer's encoding rate on stderr.
 import fs from "node:fs";
 import path from "node:path";
@@ -143,6 +144,7 @@ const t0 = process.hrtime.bigint();
 const ids = texts.map((t) => tokenizer.encode(t, { add_special_tokens: false }).ids);
 const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
 const decoded = ids.map((x) => (x.length ? tokenizer.decode(x) : ""));
+const decodedSkip = ids.map((x) => (x.length ? tokenizer.decode(x, { skip_special_tokens: true }) : ""));
 const nTokens = ids.reduce((a, x) => a + x.length, 0);
 const bytes = texts.reduce((a, t) => a + Buffer.byteLength(t), 0);
 
@@ -151,5 +153,6 @@ const lines = (xs) => xs.map((x) => JSON.stringify(x)).join("\n") + "\n";
 fs.writeFileSync(path.join(outDir, "texts.jsonl"), lines(texts));
 fs.writeFileSync(path.join(outDir, "peer_ids.jsonl"), lines(ids));
 fs.writeFileSync(path.join(outDir, "peer_decoded.jsonl"), lines(decoded));
+fs.writeFileSync(path.join(outDir, "peer_decoded_skip.jsonl"), lines(decodedSkip));
 console.error(`peer: ${texts.length} texts, ${bytes} bytes, ${nTokens} tokens encoded in ${seconds.toFixed(3)} s ` +
   `(${Math.round(nTokens / seconds)} tokens/s)`);
