@@ -153,7 +153,14 @@ void register_tokenize(CLI::App& app, Context& ctx) {
   cmd->add_flag("--jsonl", a->jsonl, "Read one JSON value per stdin line, write one JSON value per line");
   cmd->add_flag("--skip-special-tokens", a->skip_special_tokens, "With --decode, leave special tokens out");
   cmd->add_flag("--no-generation-prompt", a->no_generation_prompt, "With --chat, do not open the assistant's turn");
-  cmd->add_option("text", a->inputs, "Texts to encode (default: all of stdin), ids with --decode, a messages list with --chat");
+  // CLI11 would split an argument "[...]" at its commas as a list when the option allows extra
+  // args, and a messages list or a text is not one. Without extra args, a positional takes more
+  // arguments only while under its minimum: hence the huge minimum, and TakeAll so that fewer
+  // are no error.
+  cmd->add_option("text", a->inputs, "Texts to encode (default: all of stdin), ids with --decode, a messages list with --chat")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->expected(1 << 20, -1)
+      ->allow_extra_args(false);
   cmd->footer(
       "Plain encoding adds no BOS/EOS (HF's add_special_tokens=False); special-token text such as\n"
       "<|im_start|> in TEXT is read as that token.\n"

@@ -75,6 +75,8 @@ check "and names file and JSON path" 'grep -qF "tokenizer.json: pre_tokenizer.ty
 check "--chat with --decode is a usage error (2)" '[ $? -eq 2 ]'
 check "plain encode prints the ids" '[ "$("$v" tokenize --model "$qwen" "Hello world")" = "9707 1879" ]'
 check "--decode prints the text" '[ "$("$v" tokenize --model "$qwen" --decode 9707 1879)" = "Hello world" ]'
+check "a TEXT like [a, b] is one text, not a list" \
+  '"$v" tokenize --model "$qwen" -o json "[a, b]" | python3 -c "import json,sys; d=json.load(sys.stdin); assert [x[\"text\"] for x in d]==[\"[a, b]\"]"'
 check "special-token text is that token" '[ "$("$v" tokenize --model "$qwen" "<|im_start|>")" = "151644" ]'
 
 exit $fail
