@@ -75,8 +75,9 @@ void run_jsonl(const text::HfTokenizer& tok, Mode mode, const TokenizeArgs& a, s
   size_t n = 0;
   while (std::getline(in, line)) {
     ++n;
-    if (line.empty() || line == "\r") continue;
     std::string where = "stdin line " + std::to_string(n);
+    // An empty line is an error rather than skipped: output line N always answers input line N.
+    if (line.empty() || line == "\r") usage(where + ": empty", "--jsonl reads one JSON value per line");
     nlohmann::json value;
     try {
       value = nlohmann::json::parse(line);

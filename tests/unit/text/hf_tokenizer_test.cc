@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common/error.h"
 #include "text/hf_components.h"
@@ -243,6 +245,25 @@ TEST_F(HfTokenizerTest, DecodeCleansUpSpacesWhenTheConfigSaysSo) {
 TEST_F(HfTokenizerTest, InvalidUtf8InputIsReadAsReplacementCharacters) {
   auto tok = load(byte_level(byte_level_vocab({}), json::array()));
   EXPECT_EQ(tok->decode(tok->encode("a\xFF" "b"), false), "a\xEF\xBF\xBD" "b");
+}
+
+TEST_F(HfTokenizerTest, EncodesTheSameFromManyThreads) {
+  auto tok = load(byte_level(byte_level_vocab(kHello), kHelloMerges));
+  std::vector<std::string> texts;
+  for (int i = 0; i < 200; ++i) texts.push_back("hello world " + std::to_string(i) + std::string(static_cast<size_t>(i % 7), ' ') + "hel");
+  std::vector<std::vector<int64_t>> want;
+  for (const auto& t : texts) want.push_back(tok->encode(t));
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&] {
+      for (size_t i = 0; i < texts.size(); ++i) {
+        if (tok->encode(texts[i]) != want[i]) ++wrong;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST_F(HfTokenizerTest, SpecialIdsFromTheConfigAndGenerationConfig) {
