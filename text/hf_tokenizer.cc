@@ -79,6 +79,27 @@ std::string clean_up_tokenization(std::string s) {
   return s;
 }
 
+// Whether a post_processor (TemplateProcessing, or one inside a Sequence) puts `token` first
+// for a single text: what add_special_tokens=True does when tokenizer_config.json does not
+// say add_bos_token.
+bool template_starts_with(const json& post, const std::string& token) {
+  if (!post.is_object()) return false;
+  auto t = post.find("type");
+  std::string type = t != post.end() && t->is_string() ? t->get<std::string>() : "";
+  if (type == "Sequence" && post.contains("processors") && post["processors"].is_array()) {
+    for (const auto& p : post["processors"]) {
+      if (template_starts_with(p, token)) return true;
+    }
+    return false;
+  }
+  if (type != "TemplateProcessing" || !post.contains("single") || !post["single"].is_array() || post["single"].empty()) {
+    return false;
+  }
+  const json& first = post["single"][0];
+  return first.is_object() && first.contains("SpecialToken") && first["SpecialToken"].is_object() &&
+         first["SpecialToken"].value("id", json("")) == json(token);
+}
+
 json read_json_file(const std::filesystem::path& path, const std::string& name) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -211,7 +232,6 @@ HfTokenizer::HfTokenizer(const json& tj, const json& config, const json& generat
     return it->get<bool>();
   };
   clean_up_tokenization_spaces_ = config_flag("clean_up_tokenization_spaces");
-  add_bos_token_ = config_flag("add_bos_token");
 
   auto resolve = [&](const std::string& key) -> std::optional<int64_t> {
     auto text = token_text(config, key);
@@ -238,6 +258,11 @@ HfTokenizer::HfTokenizer(const json& tj, const json& config, const json& generat
   else if (!generation_eos.empty()) eos_id_ = generation_eos.front();
   else config_error("eos_token is missing (and generation_config.json names no eos_token_id)");
   pad_id_ = resolve("pad_token").value_or(eos_id_);
+  if (auto it = config.find("add_bos_token"); it != config.end() && !it->is_null()) {
+    add_bos_token_ = config_flag("add_bos_token");
+  } else if (auto bos = token_text(config, "bos_token")) {
+    add_bos_token_ = template_starts_with(field("post_processor"), *bos);
+  }
 
   stop_ids_.push_back(eos_id_);
   for (int64_t id : generation_eos) stop_ids_.push_back(id);

@@ -68,7 +68,8 @@ class HfTokenizer final : public Tokenizer {
   // entries of tokenizer_config.json as variables.
   std::string apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt) const override;
 
-  // tokenizer_config.json's add_bos_token (false when absent): whether callers that want HF's
+  // tokenizer_config.json's add_bos_token, or when it is absent whether tokenizer.json's
+  // post_processor template puts bos_token first: whether callers that want HF's
   // add_special_tokens=True should put bos_id() first.
   bool add_bos_token() const { return add_bos_token_; }
   std::optional<int64_t> token_to_id(const std::string& token) const;

@@ -278,6 +278,10 @@ TEST_F(HfTokenizerTest, SpecialIdsFromTheConfigAndGenerationConfig) {
   EXPECT_EQ(tok->pad_id(), 302);
   EXPECT_TRUE(tok->add_bos_token());
   EXPECT_EQ(tok->stop_ids(), (std::vector<int64_t>{261, 7, 301}));
+  t["post_processor"] = json::parse(R"({"type": "Sequence", "processors": [{"type": "ByteLevel"},
+    {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]}]})");
+  EXPECT_TRUE(load(t, {{"bos_token", "<s>"}, {"eos_token", "<eos>"}})->add_bos_token());  // from the template
+  EXPECT_FALSE(load(t, {{"bos_token", "<s>"}, {"eos_token", "<eos>"}, {"add_bos_token", false}})->add_bos_token());
   auto plain = load(t, {{"eos_token", "<eos>"}});
   EXPECT_FALSE(plain->bos_id().has_value());
   EXPECT_EQ(plain->pad_id(), 261);  // no pad_token: eos
