@@ -30,19 +30,78 @@ constexpr uint32_t kNone = UINT32_MAX;
 
 }  // namespace
 
-BpeModel::BpeModel(const json& model, const std::string& path) {
-  static const json kNull;
-  auto vit = model.find("vocab");
-  const json& vocab = vit == model.end() ? kNull : *vit;
-  if (!vocab.is_object()) invalid(path + ".vocab", "must be an object {token: id}");
-  vocab_.reserve(vocab.size());
-  uint32_t max_id = 0;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_unsigned()) invalid(path + ".vocab[\"" + it.key() + "\"]", "must be a non-negative id");
-    uint32_t id = it.value().get<uint32_t>();
-    vocab_.emplace(it.key(), id);
-    max_id = std::max(max_id, id);
+namespace {
+
+// One merges entry, "a b" or ["a", "b"], as a pair.
+std::pair<std::string, std::string> merge_pair(const json& m, size_t i, const std::string& path) {
+  if (m.is_string()) {
+    const std::string& s = m.get_ref<const std::string&>();
+    size_t sp = s.find(' ');  // a token with a space in it needs the pair form
+    if (sp == std::string::npos) invalid(path + ".merges[" + std::to_string(i) + "]", "must be \"a b\"");
+    return {s.substr(0, sp), s.substr(sp + 1)};
   }
+  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+    return {m[0].get<std::string>(), m[1].get<std::string>()};
+  }
+  invalid(path + ".merges[" + std::to_string(i) + "]", "must be \"a b\" or [\"a\", \"b\"]");
+}
+
+}  // namespace
+
+BpeTables bpe_tables_from_json(const json& model, const std::string& path) {
+  BpeTables t;
+  auto vit = model.find("vocab");
+  if (vit == model.end() || !vit->is_object()) invalid(path + ".vocab", "must be an object {token: id}");
+  t.vocab.reserve(vit->size());
+  for (auto it = vit->begin(); it != vit->end(); ++it) {
+    if (!it.value().is_number_unsigned()) invalid(path + ".vocab[\"" + it.key() + "\"]", "must be a non-negative id");
+    t.vocab.emplace_back(it.key(), it.value().get<uint32_t>());
+  }
+  auto mit = model.find("merges");
+  if (mit == model.end() || mit->is_null()) return t;
+  if (!mit->is_array()) invalid(path + ".merges", "must be a list");
+  t.merges.reserve(mit->size());
+  for (size_t i = 0; i < mit->size(); ++i) t.merges.push_back(merge_pair((*mit)[i], i, path));
+  return t;
+}
+
+json parse_tokenizer_json(const std::string& text, BpeTables& tables) {
+  // Keys of the enclosing objects at depths 1 and 2 (tokenizer.json's top level, then model's).
+  std::string key1, key2, vocab_key;
+  json::parser_callback_t callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
+    if (event == json::parse_event_t::key) {
+      if (depth == 1) key1 = parsed.get<std::string>();
+      else if (depth == 2) key2 = parsed.get<std::string>();
+      else if (depth == 3 && key1 == "model" && key2 == "vocab") {
+        vocab_key = parsed.get<std::string>();
+        return false;  // no slot in the tree for it (its value event still comes)
+      }
+      return true;
+    }
+    if (depth != 3 || key1 != "model") return true;
+    if (key2 == "vocab" && event == json::parse_event_t::value) {
+      if (!parsed.is_number_unsigned()) invalid("model.vocab[\"" + vocab_key + "\"]", "must be a non-negative id");
+      tables.vocab.emplace_back(std::move(vocab_key), parsed.get<uint32_t>());
+      return false;
+    }
+    if (key2 == "merges" && (event == json::parse_event_t::array_end || event == json::parse_event_t::value ||
+                             event == json::parse_event_t::object_end)) {
+      tables.merges.push_back(merge_pair(parsed, tables.merges.size(), "model"));
+      return false;
+    }
+    return true;
+  };
+  return json::parse(text, callback);
+}
+
+BpeModel::BpeModel(const json& model, BpeTables tables, const std::string& path) {
+  vocab_.reserve(tables.vocab.size());
+  uint32_t max_id = 0;
+  for (auto& [token, id] : tables.vocab) {
+    max_id = std::max(max_id, id);
+    vocab_.emplace(std::move(token), id);
+  }
+  tables.vocab = {};
   id_to_token_.assign(vocab_.empty() ? 0 : max_id + 1, std::string());
   has_id_.assign(id_to_token_.size(), false);
   for (const auto& [token, id] : vocab_) {
@@ -68,29 +127,14 @@ BpeModel::BpeModel(const json& model, const std::string& path) {
     byte_ids_[b] = it == vocab_.end() ? kNone : it->second;
   }
 
-  static const json kEmpty = json::array();
-  auto mit = model.find("merges");
-  const json& merges = mit == model.end() || mit->is_null() ? kEmpty : *mit;
-  if (!merges.is_array()) invalid(path + ".merges", "must be a list");
-  merges_.reserve(merges.size());
+  merges_.reserve(tables.merges.size());
   size_t prefix_len = continuing_subword_prefix_.size();
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const json& m = merges[i];
-    std::string a, b;
-    if (m.is_string()) {
-      const std::string& s = m.get_ref<const std::string&>();
-      size_t sp = s.find(' ');  // a token with a space in it needs the pair form
-      if (sp == std::string::npos) invalid(path + ".merges[" + std::to_string(i) + "]", "must be \"a b\"");
-      a = s.substr(0, sp);
-      b = s.substr(sp + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
-    } else {
-      invalid(path + ".merges[" + std::to_string(i) + "]", "must be \"a b\" or [\"a\", \"b\"]");
-    }
+  std::string merged;
+  for (size_t i = 0; i < tables.merges.size(); ++i) {
+    const auto& [a, b] = tables.merges[i];
     auto ia = vocab_.find(a), ib = vocab_.find(b);
-    std::string merged = a + (prefix_len && b.compare(0, prefix_len, continuing_subword_prefix_) == 0 ? b.substr(prefix_len) : b);
+    merged = a;
+    merged.append(b, prefix_len && b.compare(0, prefix_len, continuing_subword_prefix_) == 0 ? prefix_len : 0);
     auto im = vocab_.find(merged);
     auto where = [&] { return path + ".merges[" + std::to_string(i) + "]"; };
     if (ia == vocab_.end()) invalid(where(), "\"" + a + "\" is not in the vocabulary");

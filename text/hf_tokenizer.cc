@@ -100,7 +100,7 @@ bool template_starts_with(const json& post, const std::string& token) {
          first["SpecialToken"].value("id", json("")) == json(token);
 }
 
-json read_json_file(const std::filesystem::path& path, const std::string& name) {
+std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw Error{ExitCode::kInvalidConfig, path.string() + ": cannot be read", kDirHint};
@@ -110,11 +110,22 @@ json read_json_file(const std::filesystem::path& path, const std::string& name) 
   text.resize(static_cast<size_t>(in.tellg()));
   in.seekg(0);
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  return text;
+}
+
+// Parses a file of the model directory; `parse` turns its text into JSON.
+template <typename Parse>
+json parse_file(const std::filesystem::path& path, const std::string& name, Parse&& parse) {
+  std::string text = read_file(path);
   try {
-    return json::parse(text);
+    return parse(text);
   } catch (const json::exception& e) {
     throw Error{ExitCode::kInvalidConfig, name + ": not valid JSON (" + e.what() + ")", "path: " + path.string()};
   }
+}
+
+json read_json_file(const std::filesystem::path& path, const std::string& name) {
+  return parse_file(path, name, [](const std::string& text) { return json::parse(text); });
 }
 
 }  // namespace
@@ -165,7 +176,19 @@ struct HfTokenizer::Trie {
   bool empty() const { return nodes.size() == 1; }
 };
 
+namespace {
+const json& model_of(const json& tj) {
+  if (!tj.is_object()) hf::invalid("(top level)", "must be an object");
+  auto it = tj.find("model");
+  if (it == tj.end() || !it->is_object()) hf::invalid("model", "must be an object");
+  return *it;
+}
+}  // namespace
+
 HfTokenizer::HfTokenizer(const json& tj, const json& config, const json& generation_config)
+    : HfTokenizer(tj, hf::bpe_tables_from_json(model_of(tj), "model"), config, generation_config) {}
+
+HfTokenizer::HfTokenizer(const json& tj, hf::BpeTables&& tables, const json& config, const json& generation_config)
     : raw_trie_(std::make_unique<Trie>()), normalized_trie_(std::make_unique<Trie>()) {
   if (!tj.is_object()) hf::invalid("(top level)", "must be an object");
   if (!config.is_object()) config_error("must be an object");
@@ -183,7 +206,10 @@ HfTokenizer::HfTokenizer(const json& tj, const json& config, const json& generat
     model_type = it->get<std::string>();
   }
   if (model_type != "BPE") hf::invalid("model.type", "\"" + model_type + "\" is not supported (only BPE is)");
-  model_ = std::make_unique<hf::BpeModel>(model, "model");
+  if (auto it = model.find("vocab"); it == model.end() || !it->is_object()) {
+    hf::invalid("model.vocab", "must be an object {token: id}");
+  }
+  model_ = std::make_unique<hf::BpeModel>(model, std::move(tables), "model");
   normalizer_ = hf::make_normalizer(field("normalizer"), "normalizer");
   pre_tokenizer_ = hf::make_pre_tokenizer(field("pre_tokenizer"), "pre_tokenizer");
   decoder_ = hf::make_decoder(field("decoder"), "decoder");
@@ -444,13 +470,15 @@ std::unique_ptr<HfTokenizer> load_hf_tokenizer(const std::string& dir) {
       throw Error{ExitCode::kInvalidConfig, "tokenizer directory " + dir + " has no " + name, kDirHint};
     }
   }
-  json tj = read_json_file(base / "tokenizer.json", "tokenizer.json");
+  hf::BpeTables tables;
+  json tj = parse_file(base / "tokenizer.json", "tokenizer.json",
+                       [&](const std::string& text) { return hf::parse_tokenizer_json(text, tables); });
   json config = read_json_file(base / "tokenizer_config.json", "tokenizer_config.json");
   json generation;
   if (fs::exists(base / "generation_config.json", ec)) {
     generation = read_json_file(base / "generation_config.json", "generation_config.json");
   }
-  return std::make_unique<HfTokenizer>(tj, config, generation);
+  return std::make_unique<HfTokenizer>(tj, std::move(tables), config, generation);
 }
 
 }  // namespace verl::text

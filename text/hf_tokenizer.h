@@ -32,6 +32,7 @@ namespace verl::text {
 
 namespace hf {
 class BpeModel;
+struct BpeTables;
 class Normalizer;
 class PreTokenizer;
 class Decoder;
@@ -52,6 +53,10 @@ class HfTokenizer final : public Tokenizer {
   // The parsed files; generation_config is null when the model has none. Throws verl::Error
   // (invalid config) naming the file and JSON path of what it cannot use.
   HfTokenizer(const nlohmann::json& tokenizer_json, const nlohmann::json& tokenizer_config,
+              const nlohmann::json& generation_config);
+  // The same with the model's vocabulary and merges already apart from tokenizer_json
+  // (hf::parse_tokenizer_json, what load_hf_tokenizer uses).
+  HfTokenizer(const nlohmann::json& tokenizer_json, hf::BpeTables&& tables, const nlohmann::json& tokenizer_config,
               const nlohmann::json& generation_config);
   ~HfTokenizer() override;
 

@@ -86,6 +86,20 @@ TEST_F(HfTokenizerTest, ByteLevelBpeMergesByRank) {
   EXPECT_EQ(tok->decode(tok->encode("hello world\n\t\xC3\xA9!"), false), "hello world\n\t\xC3\xA9!");
 }
 
+TEST_F(HfTokenizerTest, BuiltFromParsedJsonLikeFromFiles) {
+  json t = byte_level(byte_level_vocab(kHello), kHelloMerges);
+  HfTokenizer from_json(t, json{{"eos_token", "<eos>"}}, json());
+  EXPECT_EQ(from_json.encode("hello world"), load(t)->encode("hello world"));
+  t["model"]["vocab"]["bad"] = "x";
+  try {
+    HfTokenizer bad(t, json{{"eos_token", "<eos>"}}, json());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "tokenizer.json: model.vocab[\"bad\"] must be a non-negative id");
+  }
+  EXPECT_STREQ(load_error(t).what(), "tokenizer.json: model.vocab[\"bad\"] must be a non-negative id");
+}
+
 TEST_F(HfTokenizerTest, MergesAsPairsReadLikeStrings) {
   json pairs = json::array();
   for (const auto& m : kHelloMerges) {
