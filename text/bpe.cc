@@ -32,6 +32,11 @@ constexpr uint32_t kNone = UINT32_MAX;
 
 namespace {
 
+// A token id: a non-negative integer that fits 32 bits (a JSON tree built in C++ holds signed ones).
+bool is_id(const json& v) {
+  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX;
+}
+
 // One merges entry, "a b" or ["a", "b"], as a pair.
 std::pair<std::string, std::string> merge_pair(const json& m, size_t i, const std::string& path) {
   if (m.is_string()) {
@@ -54,7 +59,7 @@ BpeTables bpe_tables_from_json(const json& model, const std::string& path) {
   if (vit == model.end() || !vit->is_object()) invalid(path + ".vocab", "must be an object {token: id}");
   t.vocab.reserve(vit->size());
   for (auto it = vit->begin(); it != vit->end(); ++it) {
-    if (!it.value().is_number_unsigned()) invalid(path + ".vocab[\"" + it.key() + "\"]", "must be a non-negative id");
+    if (!is_id(it.value())) invalid(path + ".vocab[\"" + it.key() + "\"]", "must be a non-negative id");
     t.vocab.emplace_back(it.key(), it.value().get<uint32_t>());
   }
   auto mit = model.find("merges");
@@ -80,7 +85,7 @@ json parse_tokenizer_json(const std::string& text, BpeTables& tables) {
     }
     if (depth != 3 || key1 != "model") return true;
     if (key2 == "vocab" && event == json::parse_event_t::value) {
-      if (!parsed.is_number_unsigned()) invalid("model.vocab[\"" + vocab_key + "\"]", "must be a non-negative id");
+      if (!is_id(parsed)) invalid("model.vocab[\"" + vocab_key + "\"]", "must be a non-negative id");
       tables.vocab.emplace_back(std::move(vocab_key), parsed.get<uint32_t>());
       return false;
     }

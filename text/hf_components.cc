@@ -47,7 +47,7 @@ bool get_bool(const json& j, const std::string& key, const std::string& path, bo
 size_t get_size(const json& j, const std::string& key, const std::string& path, size_t fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number_unsigned()) invalid(path + "." + key, "must be a non-negative integer");
+  if (!it->is_number_integer() || it->get<int64_t>() < 0) invalid(path + "." + key, "must be a non-negative integer");
   return it->get<size_t>();
 }
 

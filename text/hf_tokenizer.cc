@@ -222,7 +222,7 @@ HfTokenizer::HfTokenizer(const json& tj, hf::BpeTables&& tables, const json& con
   for (size_t i = 0; i < added.size(); ++i) {
     const json& a = added[i];
     std::string where = "added_tokens[" + std::to_string(i) + "]";
-    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_unsigned() || !a.contains("content") ||
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 || !a.contains("content") ||
         !a["content"].is_string()) {
       hf::invalid(where, "must be {\"id\": N, \"content\": \"...\", ...}");
     }
