@@ -42,6 +42,7 @@ std::unique_ptr<CLI::App> build_app(Context& ctx) {
   register_agent(*app, ctx);
   register_env(*app, ctx);
   register_probe(*app, ctx);
+  register_tokenize(*app, ctx);
   app->footer("Run 'verlctl COMMAND --help' for a command's options, 'man verlctl' for more.");
   return app;
 }
