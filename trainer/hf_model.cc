@@ -519,7 +519,7 @@ void save_hf(const CausalLm& model, const std::string& out_dir, const std::strin
       j = json::object();
     }
   }
-  // Written below in the 4.x dialect; 5.x spellings left behind would take precedence.
+  // Rewritten below; a stale copy of any of them would contradict the model.
   for (const char* k : {"rope_parameters", "dtype", "rope_scaling", "rope_theta", "head_dim", "sliding_window",
                         "use_sliding_window", "max_window_layers", "layer_types", "attention_bias", "mlp_bias",
                         "num_labels", "id2label", "label2id"}) {
@@ -539,19 +539,23 @@ void save_hf(const CausalLm& model, const std::string& out_dir, const std::strin
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["initializer_range"] = c.initializer_range;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  j["rope_theta"] = c.rope_theta;
+  // Both dialects: 4.x reads rope_theta + rope_scaling, 5.x prefers rope_scaling when set and
+  // reads rope_parameters otherwise; they say the same thing.
   const RopeScaling& rs = c.rope_scaling;
+  json rope = {{"rope_type", "default"}};
   if (rs.type == RopeScalingType::kLinear) {
-    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rs.factor}};
+    rope = {{"rope_type", "linear"}, {"factor", rs.factor}};
   } else if (rs.type == RopeScalingType::kLlama3) {
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", rs.factor},
-                         {"low_freq_factor", rs.low_freq_factor},
-                         {"high_freq_factor", rs.high_freq_factor},
-                         {"original_max_position_embeddings", rs.original_max_position_embeddings}};
-  } else {
-    j["rope_scaling"] = nullptr;
+    rope = {{"rope_type", "llama3"},
+            {"factor", rs.factor},
+            {"low_freq_factor", rs.low_freq_factor},
+            {"high_freq_factor", rs.high_freq_factor},
+            {"original_max_position_embeddings", rs.original_max_position_embeddings}};
   }
+  j["rope_theta"] = c.rope_theta;
+  j["rope_scaling"] = rs.type == RopeScalingType::kNone ? json(nullptr) : rope;
+  j["rope_parameters"] = rope;
+  j["rope_parameters"]["rope_theta"] = c.rope_theta;
   switch (family) {
     case Family::kQwen2:
       j["use_sliding_window"] = false;
@@ -568,7 +572,8 @@ void save_hf(const CausalLm& model, const std::string& out_dir, const std::strin
       j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
       break;
   }
-  j["torch_dtype"] = hf_dtype_name(options.dtype);
+  j["torch_dtype"] = hf_dtype_name(options.dtype);  // 4.x
+  j["dtype"] = hf_dtype_name(options.dtype);        // 4.56+ and 5.x
   if (!j.contains("use_cache")) j["use_cache"] = true;
 
   files::make_dirs(out_dir);

@@ -14,8 +14,8 @@
 // rope_theta 10000, rms_norm_eps 1e-6, num_key_value_heads: Llama = num_attention_heads,
 // Qwen2/Qwen3 32, Mistral 8). hidden_act must be silu. Both config.json dialects are read:
 // transformers 4.x (rope_theta + rope_scaling {rope_type|type, ...}, torch_dtype) and 5.x
-// (rope_parameters {rope_theta, rope_type, ...}, dtype). Exports write the 4.x dialect, which
-// both read.
+// (rope_parameters {rope_theta, rope_type, ...}, dtype). Exports write both spellings of each
+// (rope_theta + rope_scaling and rope_parameters; torch_dtype and dtype), consistent.
 //
 // Every failure is a verl::Error with ExitCode::kInvalidConfig naming the file and the key or
 // tensor, and a hint saying what is supported. Loading is not thread-safe with respect to the

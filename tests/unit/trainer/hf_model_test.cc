@@ -332,6 +332,14 @@ TEST_P(HfRoundTrip, SaveThenLoadIsBitExact) {
   EXPECT_EQ(cj["architectures"][0], arch);
   EXPECT_EQ(cj["bos_token_id"], 1);
   EXPECT_EQ(cj["torch_dtype"], dtype == torch::kBFloat16 ? "bfloat16" : "float32");
+  EXPECT_EQ(cj["dtype"], cj["torch_dtype"]);
+  EXPECT_EQ(cj["rope_parameters"]["rope_theta"], cj["rope_theta"]);
+  if (arch == "LlamaForCausalLM") {
+    EXPECT_EQ(cj["rope_parameters"]["rope_type"], "llama3");
+    EXPECT_EQ(cj["rope_scaling"]["original_max_position_embeddings"], 16);
+  } else {
+    EXPECT_TRUE(cj["rope_scaling"].is_null());
+  }
   EXPECT_EQ(read_hf_dtype(out.str()), dtype);
 
   auto loaded = load_causal_lm(out.str(), torch::kCPU, dtype, /*compute_dtype=*/torch::kFloat32);
