@@ -14,6 +14,7 @@
 // Exit codes: verl's table (3: invalid model directory or arguments).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
