@@ -7,8 +7,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
-#include <mutex>
-#include <optional>
 
 #include "common/error.h"
 
@@ -22,21 +20,25 @@ constexpr double kMaskValue = -1e9;
 // libtorch links the reference (netlib) BLAS, whose sgemm is ~12x slower forward+backward
 // than oneDNN's convolution at our shapes (measured: [4608,64]x[64,176] fwd+bwd 50 ms vs 4 ms);
 // the math is the same up to summation order. Elsewhere (CUDA, bf16) it is a plain linear.
-torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w_in, const torch::Tensor& b_in,
                       torch::Dtype dtype) {
   if (dtype != torch::kFloat32) {
-    return torch::linear(x.to(dtype), w.to(dtype), b.defined() ? b.to(dtype) : torch::Tensor());
+    return torch::linear(x.to(dtype), w_in.to(dtype), b_in.defined() ? b_in.to(dtype) : torch::Tensor());
   }
-  if (!x.device().is_cpu()) return torch::linear(x, w, b);
+  // Parameters kept in another dtype (a bf16 inference copy) are cast per call; fp32 ones as is.
+  const torch::Tensor w = w_in.scalar_type() == dtype ? w_in : w_in.to(dtype);
+  const torch::Tensor b = !b_in.defined() || b_in.scalar_type() == dtype ? b_in : b_in.to(dtype);
+  const torch::Tensor xd = x.scalar_type() == dtype ? x : x.to(dtype);
+  if (!x.device().is_cpu()) return torch::linear(xd, w, b);
   auto out_shape = x.sizes().vec();
   out_shape.back() = w.size(0);
   const int64_t rows = x.numel() / x.size(-1);
-  auto y = torch::conv2d(x.reshape({rows, x.size(-1), 1, 1}), w.view({w.size(0), w.size(1), 1, 1}),
+  auto y = torch::conv2d(xd.reshape({rows, x.size(-1), 1, 1}), w.view({w.size(0), w.size(1), 1, 1}),
                          b.defined() ? b : torch::Tensor());
   return y.view(out_shape);
 }
 
-torch::Tensor linear_in(const torch::Tensor& x, torch::nn::Linear layer, torch::Dtype dtype) {
+torch::Tensor linear_in(const torch::Tensor& x, const Dense& layer, torch::Dtype dtype) {
   return project(x, layer->weight, layer->bias, dtype);
 }
 
@@ -47,9 +49,6 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-x2, x1}, -1);
 }
 
-torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-}
 
 }  // namespace
 
@@ -83,8 +82,19 @@ void KvCache::select_rows(const torch::Tensor& rows) {
   for (auto& v : values) v = v.index_select(0, rows);
 }
 
-RmsNormImpl::RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
-  weight = register_parameter("weight", torch::ones({dim}));
+DenseImpl::DenseImpl(int64_t in, int64_t out, bool has_bias, const torch::TensorOptions& options) {
+  weight = register_parameter("weight", torch::empty({out, in}, options));
+  if (has_bias) bias = register_parameter("bias", torch::empty({out}, options));
+}
+
+TokenEmbeddingImpl::TokenEmbeddingImpl(int64_t vocab, int64_t dim, const torch::TensorOptions& options) {
+  weight = register_parameter("weight", torch::empty({vocab, dim}, options));
+}
+
+torch::Tensor TokenEmbeddingImpl::forward(const torch::Tensor& ids) { return torch::embedding(weight, ids); }
+
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions& options) : eps_(eps) {
+  weight = register_parameter("weight", torch::empty({dim}, options));
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
@@ -93,12 +103,20 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
   return weight * (xf * torch::rsqrt(var + eps_));
 }
 
-AttentionImpl::AttentionImpl(const ModelConfig& c) : config_(c) {
+// Registration order is the order init_weights draws in: q, k, v, o (then the norms, which draw
+// nothing), as when these were torch::nn::Linear, so seeded weights stay what they were.
+AttentionImpl::AttentionImpl(const ModelConfig& c, const torch::TensorOptions& o) : config_(c) {
   const int64_t d = c.head_dim();
-  q_proj = register_module("q_proj", make_linear(c.hidden_size, c.num_attention_heads * d, c.attention_bias));
-  k_proj = register_module("k_proj", make_linear(c.hidden_size, c.num_key_value_heads * d, c.attention_bias));
-  v_proj = register_module("v_proj", make_linear(c.hidden_size, c.num_key_value_heads * d, c.attention_bias));
-  o_proj = register_module("o_proj", make_linear(c.num_attention_heads * d, c.hidden_size, false));
+  TORCH_CHECK(c.num_attention_heads % c.num_key_value_heads == 0, "num_attention_heads ", c.num_attention_heads,
+              " is not a multiple of num_key_value_heads ", c.num_key_value_heads);
+  q_proj = register_module("q_proj", Dense(c.hidden_size, c.num_attention_heads * d, c.attention_bias, o));
+  k_proj = register_module("k_proj", Dense(c.hidden_size, c.num_key_value_heads * d, c.attention_bias, o));
+  v_proj = register_module("v_proj", Dense(c.hidden_size, c.num_key_value_heads * d, c.attention_bias, o));
+  o_proj = register_module("o_proj", Dense(c.num_attention_heads * d, c.hidden_size, c.attention_out_bias, o));
+  if (c.qk_norm) {
+    q_norm = register_module("q_norm", RmsNorm(d, c.rms_norm_eps, o));
+    k_norm = register_module("k_norm", RmsNorm(d, c.rms_norm_eps, o));
+  }
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
@@ -107,8 +125,14 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   const auto dt = config_.compute_dtype;
   const int64_t b = x.size(0), t = x.size(1), d = config_.head_dim();
   const int64_t h = config_.num_attention_heads, kvh = config_.num_key_value_heads;
-  auto q = linear_in(x, q_proj, dt).view({b, t, h, d}).transpose(1, 2).to(torch::kFloat32);
-  auto k = linear_in(x, k_proj, dt).view({b, t, kvh, d}).transpose(1, 2).to(torch::kFloat32);
+  auto q = linear_in(x, q_proj, dt).view({b, t, h, d});
+  auto k = linear_in(x, k_proj, dt).view({b, t, kvh, d});
+  if (q_norm) {  // Qwen3: per head, before RoPE (fp32, as every norm here)
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  q = q.transpose(1, 2).to(torch::kFloat32);
+  k = k.transpose(1, 2).to(torch::kFloat32);
   auto v = linear_in(x, v_proj, dt).view({b, t, kvh, d}).transpose(1, 2).to(torch::kFloat32);
   q = q * cos + rotate_half(q) * sin;
   k = k * cos + rotate_half(k) * sin;
@@ -133,10 +157,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   return linear_in(out, o_proj, dt).to(torch::kFloat32);
 }
 
-MlpImpl::MlpImpl(const ModelConfig& c) : dtype_(c.compute_dtype) {
-  gate_proj = register_module("gate_proj", make_linear(c.hidden_size, c.intermediate_size, false));
-  up_proj = register_module("up_proj", make_linear(c.hidden_size, c.intermediate_size, false));
-  down_proj = register_module("down_proj", make_linear(c.intermediate_size, c.hidden_size, false));
+MlpImpl::MlpImpl(const ModelConfig& c, const torch::TensorOptions& o) : dtype_(c.compute_dtype) {
+  gate_proj = register_module("gate_proj", Dense(c.hidden_size, c.intermediate_size, c.mlp_bias, o));
+  up_proj = register_module("up_proj", Dense(c.hidden_size, c.intermediate_size, c.mlp_bias, o));
+  down_proj = register_module("down_proj", Dense(c.intermediate_size, c.hidden_size, c.mlp_bias, o));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
@@ -145,12 +169,12 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   return linear_in(torch::silu(g) * u, down_proj, dtype_).to(torch::kFloat32);
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
-  self_attn = register_module("self_attn", Attention(c));
-  mlp = register_module("mlp", Mlp(c));
-  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const torch::TensorOptions& o) {
+  self_attn = register_module("self_attn", Attention(c, o));
+  mlp = register_module("mlp", Mlp(c, o));
+  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, o));
   post_attention_layernorm =
-      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, o));
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
@@ -160,11 +184,11 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
-BackboneImpl::BackboneImpl(const ModelConfig& c) : config_(c) {
-  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+BackboneImpl::BackboneImpl(const ModelConfig& c, const torch::TensorOptions& o) : config_(c) {
+  embed_tokens = register_module("embed_tokens", TokenEmbedding(c.vocab_size, c.hidden_size, o));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(DecoderLayer(c));
-  norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(DecoderLayer(c, o));
+  norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps, o));
 }
 
 torch::Tensor BackboneImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
@@ -175,11 +199,7 @@ torch::Tensor BackboneImpl::forward(const torch::Tensor& input_ids, const torch:
   const int64_t total = past + t;
   TORCH_CHECK(attention_mask.size(1) == total, "attention_mask covers ", attention_mask.size(1),
               " keys, expected ", total);
-  const int64_t d = config_.head_dim();
-  if (!inv_freq_.defined() || inv_freq_.device() != device) {
-    auto idx = torch::arange(0, d, 2, torch::TensorOptions().dtype(torch::kFloat64)) / static_cast<double>(d);
-    inv_freq_ = torch::pow(config_.rope_theta, -idx).to(torch::kFloat32).to(device);
-  }
+  if (!inv_freq_.defined() || inv_freq_.device() != device) inv_freq_ = rope_inv_freq(config_).to(device);
   auto freqs = position_ids.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;  // [B,t,D/2]
   auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                    // [B,1,t,D]
   auto cos = emb.cos(), sin = emb.sin();
@@ -188,6 +208,9 @@ torch::Tensor BackboneImpl::forward(const torch::Tensor& input_ids, const torch:
   auto q_pos = torch::arange(past, total, torch::TensorOptions().dtype(torch::kLong).device(device));
   auto k_pos = torch::arange(0, total, torch::TensorOptions().dtype(torch::kLong).device(device));
   auto causal = k_pos.unsqueeze(0) <= q_pos.unsqueeze(1);                           // [t,T]
+  if (config_.sliding_window > 0) {  // Mistral: keys more than window-1 slots back are out of sight
+    causal = causal & (q_pos.unsqueeze(1) - k_pos.unsqueeze(0) < config_.sliding_window);
+  }
   auto allowed = causal.unsqueeze(0) & attention_mask.to(torch::kBool).unsqueeze(1);  // [B,t,T]
   auto mask = torch::zeros({b, 1, t, total}, torch::TensorOptions().dtype(torch::kFloat32).device(device))
                   .masked_fill(allowed.logical_not().unsqueeze(1), kMaskValue);
@@ -205,10 +228,10 @@ torch::Tensor BackboneImpl::forward(const torch::Tensor& input_ids, const torch:
   return norm->forward(h);
 }
 
-CausalLmImpl::CausalLmImpl(const ModelConfig& c) : config_(c) {
-  model = register_module("model", Backbone(c));
+CausalLmImpl::CausalLmImpl(const ModelConfig& c, const torch::TensorOptions& o) : config_(c) {
+  model = register_module("model", Backbone(c, o));
   if (!c.tie_word_embeddings) {
-    lm_head = register_module("lm_head", make_linear(c.hidden_size, c.vocab_size, false));
+    lm_head = register_module("lm_head", Dense(c.hidden_size, c.vocab_size, /*bias=*/false, o));
   }
 }
 
@@ -225,14 +248,19 @@ torch::Tensor CausalLmImpl::logits(const torch::Tensor& hidden) const {
   return project(hidden, output_embedding(), torch::Tensor(), config_.compute_dtype).to(torch::kFloat32);
 }
 
-CriticModelImpl::CriticModelImpl(const ModelConfig& c) {
-  model = register_module("model", Backbone(c));
-  score = register_module("score", make_linear(c.hidden_size, 1, false));
+CriticModelImpl::CriticModelImpl(const ModelConfig& c, const torch::TensorOptions& o, ValueHeadBias bias) {
+  model = register_module("model", Backbone(c, o));
+  score = register_module("score", Dense(c.hidden_size, 1, bias == ValueHeadBias::kLearned, o));
 }
 
 torch::Tensor CriticModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                        const torch::Tensor& position_ids) {
-  return score->forward(model->forward(input_ids, attention_mask, position_ids)).squeeze(-1);
+  // The value head stays fp32 (torch::linear, as the nn::Linear it replaced): values feed the
+  // GAE in fp32 whatever the compute dtype.
+  auto h = model->forward(input_ids, attention_mask, position_ids);
+  const auto w = score->weight.to(torch::kFloat32);
+  const auto b = score->bias.defined() ? score->bias.to(torch::kFloat32) : torch::Tensor();
+  return torch::linear(h, w, b).squeeze(-1);
 }
 
 void init_weights(torch::nn::Module& module, double std, uint64_t seed) {
@@ -255,43 +283,63 @@ void init_weights(torch::nn::Module& module, double std, uint64_t seed) {
 
 namespace {
 
-// Saves the default CPU generator's state and puts it back when the scope ends.
-class DefaultRngRestore {
- public:
-  DefaultRngRestore() : gen_(at::detail::getDefaultCPUGenerator()) {
-    std::lock_guard<std::mutex> lock(gen_.mutex());
-    state_ = gen_.get_state();
-  }
-  ~DefaultRngRestore() {
-    std::lock_guard<std::mutex> lock(gen_.mutex());
-    gen_.set_state(state_);
-  }
-
- private:
-  at::Generator gen_;
-  torch::Tensor state_;
-};
+torch::TensorOptions param_options(const torch::Device& device, torch::Dtype dtype) {
+  return torch::TensorOptions().device(device).dtype(dtype);
+}
 
 }  // namespace
 
 CausalLm make_causal_lm(const ModelConfig& config, uint64_t seed) {
-  std::optional<CausalLm> m;
-  {
-    DefaultRngRestore restore;
-    m.emplace(config);
-  }
-  init_weights(**m, config.initializer_range, seed);
-  return *m;
+  return make_causal_lm(config, seed, torch::kCPU, torch::kFloat32);
+}
+
+CausalLm make_causal_lm(const ModelConfig& config, uint64_t seed, const torch::Device& device,
+                        torch::Dtype param_dtype) {
+  CausalLm m(config, param_options(device, param_dtype));
+  init_weights(*m, config.initializer_range, seed);
+  return m;
 }
 
 CriticModel make_critic(const ModelConfig& config, uint64_t seed) {
-  std::optional<CriticModel> m;
-  {
-    DefaultRngRestore restore;
-    m.emplace(config);
+  return make_critic(config, seed, torch::kCPU, torch::kFloat32);
+}
+
+CriticModel make_critic(const ModelConfig& config, uint64_t seed, const torch::Device& device,
+                        torch::Dtype param_dtype) {
+  CriticModel m(config, param_options(device, param_dtype));
+  init_weights(*m, config.initializer_range, seed);
+  return m;
+}
+
+torch::Tensor rope_inv_freq(const ModelConfig& c) {
+  const int64_t d = c.head_dim();
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  auto idx = torch::arange(0, d, 2, f64) / static_cast<double>(d);
+  auto inv_freq = torch::pow(c.rope_theta, -idx);
+  const RopeScaling& r = c.rope_scaling;
+  switch (r.type) {
+    case RopeScalingType::kNone:
+      break;
+    case RopeScalingType::kLinear:
+      inv_freq = inv_freq / r.factor;
+      break;
+    case RopeScalingType::kLlama3: {
+      // HF's _compute_llama3_parameters: wavelengths longer than the original context / low
+      // factor are slowed by `factor`, shorter than original / high factor kept, and those in
+      // between interpolated by where the original context falls in them.
+      const double old_len = static_cast<double>(r.original_max_position_embeddings);
+      const double low_freq_wavelen = old_len / r.low_freq_factor;
+      const double high_freq_wavelen = old_len / r.high_freq_factor;
+      auto wavelen = 2 * M_PI / inv_freq;
+      auto scaled = torch::where(wavelen > low_freq_wavelen, inv_freq / r.factor, inv_freq);
+      auto smooth = (old_len / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+      auto smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+      auto medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen);
+      inv_freq = torch::where(medium, smoothed, scaled);
+      break;
+    }
   }
-  init_weights(**m, config.initializer_range, seed);
-  return *m;
+  return inv_freq.to(torch::kFloat32);
 }
 
 int64_t copy_shared_parameters(const torch::nn::Module& src, torch::nn::Module& dst,
@@ -305,20 +353,18 @@ int64_t copy_shared_parameters(const torch::nn::Module& src, torch::nn::Module& 
     const std::string src_name = src_prefix + name.substr(dst_prefix.size());
     const torch::Tensor* s = src_params.find(src_name);
     if (s == nullptr || !s->sizes().equals(item.value().sizes())) continue;
-    item.value().copy_(s->to(item.value().device()));
+    item.value().copy_(*s);  // converts device and dtype in one step
     ++copied;
   }
   return copied;
 }
 
 CausalLm make_reference(const CausalLm& policy, const torch::Device& device) {
-  std::optional<CausalLm> made;
-  {
-    DefaultRngRestore restore;
-    made.emplace(policy->config());
-  }
-  CausalLm ref = *made;
-  ref->to(device);
+  return make_reference(policy, device, policy->parameters().front().scalar_type());
+}
+
+CausalLm make_reference(const CausalLm& policy, const torch::Device& device, torch::Dtype param_dtype) {
+  CausalLm ref(policy->config(), param_options(device, param_dtype));
   copy_shared_parameters(*policy, *ref);
   for (auto& p : ref->parameters()) p.set_requires_grad(false);
   ref->eval();

@@ -1,8 +1,17 @@
-// The decoder-only transformer of the Llama/Qwen2 family: token embedding, N blocks of
-// (RMSNorm -> grouped-query self-attention with rotary embeddings -> residual, RMSNorm ->
-// SwiGLU MLP -> residual), a final RMSNorm, and an LM head (optionally tied to the embedding).
+// The decoder-only transformer of the Llama / Qwen2 / Qwen3 / Mistral family: token embedding,
+// N blocks of (RMSNorm -> grouped-query self-attention with rotary embeddings -> residual,
+// RMSNorm -> SwiGLU MLP -> residual), a final RMSNorm, and an LM head (optionally tied to the
+// embedding). The variants differ only in switches of ModelConfig: biases on q/k/v (Qwen2) or on
+// all projections (Llama/Qwen3 attention_bias, Llama mlp_bias), an RMSNorm over each head of q
+// and k before RoPE (Qwen3 q_norm/k_norm), an explicit head_dim (Qwen3, Mistral), llama3 / linear
+// RoPE scaling (Llama 3.1+) and a sliding attention window (Mistral).
 // Parameter names match Hugging Face's (model.embed_tokens.weight,
-// model.layers.0.self_attn.q_proj.weight, ..., lm_head.weight) so HF checkpoints map 1:1.
+// model.layers.0.self_attn.q_proj.weight, ..., lm_head.weight) so HF checkpoints map 1:1
+// (trainer/hf_model.h loads and exports them).
+//
+// Construction allocates parameters uninitialised (torch::empty) directly on the requested device
+// and dtype: no init runs, so building a 7B model to load it costs nothing but the allocation.
+// Call init_weights (or make_causal_lm / make_critic, which do) or load weights before use.
 //
 // Sequences are left-padded prompts followed by right-padded responses; attention_mask marks
 // real tokens (1) and padding (0), position_ids count real tokens only. Attention is written
@@ -10,13 +19,16 @@
 // API differs between libtorch 1.13 and 2.x. Masked scores use a large finite negative so an
 // all-padding query row yields uniform weights, never NaN.
 //
-// Parameters stay float32 (the master copy the optimizer updates); with compute dtype
-// bfloat16 the matmuls run in bf16 and norms/softmax/logits in fp32 (what autocast would do).
+// Parameters are float32 by default (the master copy the optimizer updates); with compute dtype
+// bfloat16 the matmuls run in bf16 and norms/softmax/RoPE/logits in fp32 (what autocast would
+// do). Parameters may also be built in bf16 (inference copies); the forward casts them to the
+// compute dtype per matmul.
 // Not thread-safe: one module per thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
@@ -24,6 +36,23 @@
 #include "trainer/job_config.h"
 
 namespace verl::trainer {
+
+// How RoPE's inverse frequencies are rescaled for long contexts (HF's rope_scaling /
+// rope_parameters). Only the kinds HF computes once at load time are supported; yarn,
+// dynamic NTK and longrope are refused by the HF loader.
+enum class RopeScalingType {
+  kNone,    // "default"
+  kLinear,  // inv_freq / factor
+  kLlama3,  // Llama 3.1: low frequencies / factor, high kept, a smooth ramp between
+};
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;                     // llama3
+  double high_freq_factor = 4.0;                    // llama3
+  int64_t original_max_position_embeddings = 8192;  // llama3
+};
 
 struct ModelConfig {
   int64_t vocab_size = 100;
@@ -39,8 +68,20 @@ struct ModelConfig {
   int64_t max_position_embeddings = 64;
   torch::Dtype compute_dtype = torch::kFloat32;
   double initializer_range = 0.02;  // HF's default
+  // The additions for real HF models; their defaults are the toy model's (Qwen2-like without bias).
+  int64_t explicit_head_dim = 0;     // 0: hidden_size / num_attention_heads (Qwen3/Mistral set it)
+  bool attention_out_bias = false;   // o_proj bias (Llama/Qwen3 attention_bias; never Qwen2's)
+  bool mlp_bias = false;             // gate/up/down biases (Llama mlp_bias)
+  bool qk_norm = false;              // Qwen3: RMSNorm over each head of q and k before RoPE
+  RopeScaling rope_scaling;
+  int64_t sliding_window = 0;        // 0: full causal attention; else keys within this many positions
+  // Where it came from, kept so an export writes the same architecture and the keys verlctl
+  // does not model (token ids, ...): HF's architectures[0] ("" for a from-scratch model) and
+  // the config.json text it was read from ("" likewise).
+  std::string hf_architecture;
+  std::string hf_config_json;
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads; }
   static ModelConfig from_job(const ModelArchConfig& arch, int64_t vocab_size);
 };
 
@@ -55,9 +96,27 @@ struct KvCache {
   void select_rows(const torch::Tensor& rows);
 };
 
+// x @ weight^T + bias with parameters named as torch::nn::Linear's ("weight" [out, in], "bias"
+// [out]), allocated uninitialised on options' device and dtype.
+class DenseImpl : public torch::nn::Module {
+ public:
+  DenseImpl(int64_t in, int64_t out, bool bias, const torch::TensorOptions& options = {});
+  torch::Tensor weight, bias;  // bias undefined when absent
+};
+TORCH_MODULE(Dense);
+
+// A lookup table named as torch::nn::Embedding's ("weight" [vocab, hidden]), uninitialised.
+class TokenEmbeddingImpl : public torch::nn::Module {
+ public:
+  TokenEmbeddingImpl(int64_t vocab, int64_t dim, const torch::TensorOptions& options = {});
+  torch::Tensor forward(const torch::Tensor& ids);
+  torch::Tensor weight;
+};
+TORCH_MODULE(TokenEmbedding);
+
 class RmsNormImpl : public torch::nn::Module {
  public:
-  RmsNormImpl(int64_t dim, double eps);
+  RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions& options = {});
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
 
@@ -68,11 +127,12 @@ TORCH_MODULE(RmsNorm);
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  explicit AttentionImpl(const ModelConfig& config);
+  explicit AttentionImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
   // x [B,t,H]; cos/sin [B,t,D]; mask [B,1,t,T] additive (0 or large negative).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask, torch::Tensor* cache_k, torch::Tensor* cache_v);
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  Dense q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RmsNorm q_norm{nullptr}, k_norm{nullptr};  // null unless config.qk_norm
 
  private:
   ModelConfig config_;
@@ -81,9 +141,9 @@ TORCH_MODULE(Attention);
 
 class MlpImpl : public torch::nn::Module {
  public:
-  explicit MlpImpl(const ModelConfig& config);
+  explicit MlpImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Dense gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
  private:
   torch::Dtype dtype_;
@@ -92,7 +152,7 @@ TORCH_MODULE(Mlp);
 
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  explicit DecoderLayerImpl(const ModelConfig& config);
+  explicit DecoderLayerImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask, torch::Tensor* cache_k, torch::Tensor* cache_v);
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
@@ -104,25 +164,26 @@ TORCH_MODULE(DecoderLayer);
 // HF's LlamaModel: the backbone without a head, shared by the policy and the critic.
 class BackboneImpl : public torch::nn::Module {
  public:
-  explicit BackboneImpl(const ModelConfig& config);
+  explicit BackboneImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
   // input_ids/position_ids [B,t]; attention_mask [B, T_past + t]. Returns hidden [B,t,H] fp32.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         const torch::Tensor& position_ids, KvCache* cache = nullptr);
   const ModelConfig& config() const { return config_; }
-  torch::nn::Embedding embed_tokens{nullptr};
+  TokenEmbedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RmsNorm norm{nullptr};
 
  private:
   ModelConfig config_;
-  torch::Tensor inv_freq_;  // buffer, [head_dim/2]
+  torch::Tensor inv_freq_;  // [head_dim/2] fp32 on the input's device, from rope_inv_freq
 };
 TORCH_MODULE(Backbone);
 
 // HF's LlamaForCausalLM: the policy (actor) and the reference.
 class CausalLmImpl : public torch::nn::Module {
  public:
-  explicit CausalLmImpl(const ModelConfig& config);
+  // Parameters uninitialised on options' device/dtype (CPU float32 by default).
+  explicit CausalLmImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
   // Logits [B,t,V], float32.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         const torch::Tensor& position_ids, KvCache* cache = nullptr);
@@ -134,7 +195,7 @@ class CausalLmImpl : public torch::nn::Module {
   torch::Tensor output_embedding() const;
   const ModelConfig& config() const { return config_; }
   Backbone model{nullptr};
-  torch::nn::Linear lm_head{nullptr};  // null when tied
+  Dense lm_head{nullptr};  // null when tied
 
  private:
   ModelConfig config_;
@@ -143,35 +204,56 @@ TORCH_MODULE(CausalLm);
 
 // The critic: the same backbone and a scalar value head per token (HF's
 // AutoModelForTokenClassification(num_labels=1), head named "score", as verl's critic).
+// verl's critic (HF's score Linear) has a bias; ours has none unless asked for (kLearned), so that
+// from-scratch critics keep the parameters, and the numbers, they always had. A saved critic that
+// carries score.bias is loaded with one (trainer/hf_model.h).
+enum class ValueHeadBias { kNone, kLearned };
+
 class CriticModelImpl : public torch::nn::Module {
  public:
-  explicit CriticModelImpl(const ModelConfig& config);
+  explicit CriticModelImpl(const ModelConfig& config, const torch::TensorOptions& options = {},
+                           ValueHeadBias bias = ValueHeadBias::kNone);
   // Values [B,t], float32.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         const torch::Tensor& position_ids);
+  const ModelConfig& config() const { return model->config(); }
   Backbone model{nullptr};
-  torch::nn::Linear score{nullptr};
+  Dense score{nullptr};
 };
 TORCH_MODULE(CriticModel);
 
 // Normal(0, initializer_range) for Linear/Embedding weights, zeros for biases, ones for norms,
 // drawn from a CPU generator seeded with `seed` so the same seed gives the same weights on any
-// device and never touches torch's global RNG.
+// device and never touches torch's global RNG. Each tensor is drawn in fp32 on the CPU (in
+// named_parameters order) and copied to the parameter's device and dtype, so a model on CUDA or
+// in bf16 holds the same values (rounded) as the CPU fp32 one.
 void init_weights(torch::nn::Module& module, double std, uint64_t seed);
 
-// A policy / critic built and initialised from `seed` alone. libtorch's module constructors
-// draw their default init from the global generator; its state is restored afterwards, so
-// building a model never shifts torch's default RNG stream.
+// A policy / critic built and initialised from `seed` alone, on the CPU in fp32 or on `device`
+// with parameters of `param_dtype`. Construction draws nothing, so torch's default RNG stream
+// is untouched, and the weights are those of init_weights(seed) whatever the device.
 CausalLm make_causal_lm(const ModelConfig& config, uint64_t seed);
+CausalLm make_causal_lm(const ModelConfig& config, uint64_t seed, const torch::Device& device,
+                        torch::Dtype param_dtype = torch::kFloat32);
 CriticModel make_critic(const ModelConfig& config, uint64_t seed);
+CriticModel make_critic(const ModelConfig& config, uint64_t seed, const torch::Device& device,
+                        torch::Dtype param_dtype = torch::kFloat32);
+
+// RoPE's inverse frequencies [head_dim/2], float32 on the CPU: theta^(-2i/d) computed in fp64
+// and rounded once, then the rope_scaling rule (HF's _compute_llama3_parameters /
+// _compute_linear_scaling_rope_parameters, also in fp64). HF computes the same in fp32, so the
+// two may differ in the last bit.
+torch::Tensor rope_inv_freq(const ModelConfig& config);
 
 // Copies parameters by name from `src` into `dst` for every name they share (same shape);
 // returns how many were copied. Used to start the critic's backbone from the actor's.
 int64_t copy_shared_parameters(const torch::nn::Module& src, torch::nn::Module& dst,
                                const std::string& src_prefix = "", const std::string& dst_prefix = "");
 
-// A frozen deep copy (requires_grad false, eval mode) of a policy, on `device`.
+// A frozen deep copy (requires_grad false, eval mode) of a policy, on `device`, with parameters
+// of the policy's dtype (or param_dtype when given).
 CausalLm make_reference(const CausalLm& policy, const torch::Device& device);
+CausalLm make_reference(const CausalLm& policy, const torch::Device& device, torch::Dtype param_dtype);
 
 // position ids = number of real tokens before each position (0 for padding).
 torch::Tensor position_ids_from_mask(const torch::Tensor& attention_mask);
