@@ -132,6 +132,7 @@ std::string CheckpointManager::save(const CheckpointParts& parts, const TrainerS
       fs::create_directories(tmp / "actor");
       if (parts.actor) save_module(*parts.actor, tmp / "actor" / "model.pt");
       if (parts.actor_optim) save_optim(*parts.actor_optim, tmp / "actor" / "optim.pt");
+      if (parts.actor_hf_export) parts.actor_hf_export((tmp / "actor" / "huggingface").string());
       if (parts.critic || parts.critic_optim) fs::create_directories(tmp / "critic");
       if (parts.critic) save_module(*parts.critic, tmp / "critic" / "model.pt");
       if (parts.critic_optim) save_optim(*parts.critic_optim, tmp / "critic" / "optim.pt");

@@ -4,6 +4,7 @@
 //     latest_checkpointed_iteration.txt      "N" (the last complete checkpoint)
 //     global_step_N/
 //       actor/model.pt   actor/optim.pt      torch::serialize archives
+//       actor/huggingface/                   the actor as an HF model directory (when asked)
 //       critic/model.pt  critic/optim.pt     (only when the run has a critic)
 //       ref/model.pt                         (only when passed: the reference policy, which a
 //                                            resumed run cannot rebuild from the resumed actor)
@@ -28,6 +29,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace verl::trainer {
@@ -61,6 +63,10 @@ struct CheckpointParts {
   // The rollout's sampling generator (rollout.seed), saved and restored alongside the default
   // generator. Null: not saved.
   at::Generator* rollout_generator = nullptr;
+  // Writes the actor in Hugging Face layout into the directory it is given (verl's
+  // actor/huggingface/: config.json, safetensors, tokenizer files), inside the checkpoint's
+  // temporary directory so that it is part of the atomic rename. Empty: not written.
+  std::function<void(const std::string& dir)> actor_hf_export;
 };
 
 struct TrainerState {

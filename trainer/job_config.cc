@@ -166,6 +166,8 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
       get<int64_t>(c, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu");
 
   auto& cr = j.critic;
+  cr.model_path = get_nullable<std::string>(c, "critic.model.path");
+  if (!cr.model_path) cr.model_path = j.model.path;
   cr.device = get<std::string>(c, "critic.device");
   cr.ppo_mini_batch_size = get<int64_t>(c, "critic.ppo_mini_batch_size");
   cr.ppo_micro_batch_size_per_gpu = get<int64_t>(c, "critic.ppo_micro_batch_size_per_gpu");
@@ -201,7 +203,9 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   t.seed = get<int64_t>(c, "trainer.seed");
   t.total_epochs = get<int64_t>(c, "trainer.total_epochs");
   t.total_training_steps = get_nullable<int64_t>(c, "trainer.total_training_steps");
-  t.sft_warmup_steps = get<int64_t>(c, "trainer.sft_warmup_steps");
+  // The built-in model is tuned to start from a supervised warm start; an HF model is already a
+  // language model and gets verl's behaviour, which has none.
+  t.sft_warmup_steps = get_nullable<int64_t>(c, "trainer.sft_warmup_steps").value_or(j.model.path ? 0 : 95);
   t.sft_lr = get<double>(c, "trainer.sft_lr");
   t.critic_warmup = get<int64_t>(c, "trainer.critic_warmup");
   t.test_freq = get<int64_t>(c, "trainer.test_freq");

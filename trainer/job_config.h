@@ -103,6 +103,7 @@ struct RefConfig {
 };
 
 struct CriticConfig {
+  std::optional<std::string> model_path;  // critic.model.path; nullopt: the actor's model path
   std::string device = "auto";
   int64_t ppo_mini_batch_size = 32;
   int64_t ppo_micro_batch_size_per_gpu = 64;
@@ -138,7 +139,7 @@ struct TrainerLoopConfig {
   int64_t seed = 1;
   int64_t total_epochs = 1;
   std::optional<int64_t> total_training_steps = 60;
-  int64_t sft_warmup_steps = 0;
+  int64_t sft_warmup_steps = 0;       // null in the config: 95 built-in, 0 with an HF model
   double sft_lr = -1.0;                // -1: actor.optim.lr
   int64_t critic_warmup = 0;
   int64_t test_freq = 10;

@@ -7,15 +7,21 @@
 
 namespace verl::trainer {
 
-torch::Tensor response_logits(CausalLm& model, const torch::Tensor& input_ids,
-                              const torch::Tensor& attention_mask,
+torch::Tensor response_hidden(CausalLm& model, const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                               const torch::Tensor& position_ids, int64_t response_width) {
   const int64_t total = input_ids.size(1);
   const int64_t p = total - response_width;
-  // The last position predicts nothing we keep: run the model on all but it.
-  auto logits = model->forward(input_ids.narrow(1, 0, total - 1), attention_mask.narrow(1, 0, total - 1),
-                               position_ids.narrow(1, 0, total - 1));
-  return logits.narrow(1, p - 1, response_width);
+  // The last position predicts nothing we keep: run the backbone on all but it, and keep the
+  // positions that predict response tokens (the LM head never sees the prompt's positions).
+  auto hidden = model->model->forward(input_ids.narrow(1, 0, total - 1), attention_mask.narrow(1, 0, total - 1),
+                                      position_ids.narrow(1, 0, total - 1));
+  return hidden.narrow(1, p - 1, response_width);
+}
+
+torch::Tensor response_logits(CausalLm& model, const torch::Tensor& input_ids,
+                              const torch::Tensor& attention_mask,
+                              const torch::Tensor& position_ids, int64_t response_width) {
+  return model->logits(response_hidden(model, input_ids, attention_mask, position_ids, response_width));
 }
 
 namespace {
@@ -53,25 +59,31 @@ torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t c
 }
 
 ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, int64_t micro_batch,
-                                   double temperature, bool with_entropy) {
+                                   double temperature, bool with_entropy, int64_t chunk_tokens) {
   torch::NoGradGuard no_grad;
   EvalScope eval(*model);
-  const int64_t b = batch.batch_size();
+  const int64_t b = batch.batch_size(), r = batch.response_width();
+  const bool scale = temperature != 1.0 && temperature > 0.0;
+  const int64_t chunk = std::max<int64_t>(1, chunk_tokens);
   std::vector<torch::Tensor> lps, ents;
   for (int64_t start = 0; start < b; start += micro_batch) {
     const int64_t n = std::min(micro_batch, b - start);
-    auto logits = response_logits(model, batch.input_ids.narrow(0, start, n),
-                                  batch.attention_mask.narrow(0, start, n),
-                                  batch.position_ids.narrow(0, start, n), batch.response_width());
-    lps.push_back(log_probs_from_logits(logits, batch.responses.narrow(0, start, n), temperature));
-    if (with_entropy) {
-      const bool scale = temperature != 1.0 && temperature > 0.0;
-      ents.push_back(entropy_from_logits_chunked(scale ? logits / temperature : logits));
+    auto hidden = response_hidden(model, batch.input_ids.narrow(0, start, n), batch.attention_mask.narrow(0, start, n),
+                                  batch.position_ids.narrow(0, start, n), r);
+    auto flat = hidden.reshape({n * r, hidden.size(-1)});
+    auto labels = batch.responses.narrow(0, start, n).reshape({n * r});
+    // [chunk, V] logits at a time: the full [n, R, V] never exists.
+    for (int64_t s = 0; s < n * r; s += chunk) {
+      const int64_t k = std::min(chunk, n * r - s);
+      auto logits = model->logits(flat.narrow(0, s, k));
+      if (scale) logits = logits / temperature;
+      lps.push_back(logits.log_softmax(-1).gather(-1, labels.narrow(0, s, k).unsqueeze(-1)).squeeze(-1));
+      if (with_entropy) ents.push_back(algos::entropy_from_logits(logits));
     }
   }
   ResponseLogProbs out;
-  out.log_probs = torch::cat(lps, 0);
-  if (with_entropy) out.entropy = torch::cat(ents, 0);
+  out.log_probs = torch::cat(lps, 0).reshape({b, r});
+  if (with_entropy) out.entropy = torch::cat(ents, 0).reshape({b, r});
   return out;
 }
 

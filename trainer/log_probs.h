@@ -3,8 +3,9 @@
 // response token j.
 //
 // Memory: with a real vocabulary (V = 151,936) a [B, R, V] float tensor is gigabytes, so the
-// no-grad paths never build one: the LM head, the log-softmax and the entropy run over chunks of
-// at most chunk_tokens response positions, keeping [chunk, V] alive at a time. The training
+// no-grad path (compute_log_probs) never builds one: the LM head, the log-softmax and the
+// entropy run over chunks of at most chunk_tokens response positions, keeping [chunk, V] alive
+// at a time; and the LM head never runs on prompt positions. The training
 // path (with a graph) projects the micro-batch at once, because autograd keeps every chunk's
 // log-softmax for the backward pass anyway.
 // Determinism: the log-softmax of a row does not depend on the chunk it is computed in, so the
@@ -20,7 +21,12 @@
 
 namespace verl::trainer {
 
-// Logits of the response positions, [B, R, V] float32, with a graph when grad mode is on.
+// The backbone's hidden states at the positions that predict the response tokens, [B, R, H].
+torch::Tensor response_hidden(CausalLm& model, const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                              const torch::Tensor& position_ids, int64_t response_width);
+
+// Logits of the response positions, [B, R, V] float32, with a graph when grad mode is on (the
+// LM head runs on the response positions only).
 torch::Tensor response_logits(CausalLm& model, const torch::Tensor& input_ids,
                               const torch::Tensor& attention_mask,
                               const torch::Tensor& position_ids, int64_t response_width);
@@ -39,10 +45,13 @@ struct ResponseLogProbs {
 };
 
 // Per-token log-probs (and entropies when with_entropy) of batch.responses under `model`, in
-// micro-batches of micro_batch rows, without a graph, in eval mode (restores the training
-// flag). Logits are divided by temperature first (verl's rollout temperature).
+// micro-batches of micro_batch rows, the LM head over chunk_tokens positions at a time, without
+// a graph, in eval mode (restores the training flag). Logits are divided by temperature first
+// (verl's rollout temperature).
+inline constexpr int64_t kDefaultLogProbChunkTokens = 512;
 ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, int64_t micro_batch,
-                                   double temperature, bool with_entropy = false);
+                                   double temperature, bool with_entropy = false,
+                                   int64_t chunk_tokens = kDefaultLogProbChunkTokens);
 
 // Restores a module's train/eval flag when a scope ends.
 class EvalScope {

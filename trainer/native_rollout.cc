@@ -135,8 +135,8 @@ RolloutBatch generate(CausalLm& model, const std::vector<std::vector<int64_t>>& 
 }
 
 NativeRollout::NativeRollout(const ModelConfig& config, const torch::Device& device)
-    : device_(device), model_(make_causal_lm(config, /*seed=*/0)) {
-  model_->to(device_);
+    : device_(device), model_(CausalLm(config, torch::TensorOptions().device(device))) {
+  // No init: the weights come from load_weights before the first generate.
   for (auto& p : model_->parameters()) p.set_requires_grad(false);
   model_->eval();
 }

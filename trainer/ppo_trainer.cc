@@ -12,6 +12,8 @@
 #include "trainer/batch.h"
 #include "trainer/checkpoint.h"
 #include "trainer/critic_worker.h"
+#include "trainer/hf_model.h"
+#include "text/hf_tokenizer.h"
 #include "trainer/minibatch_update.h"
 #include "trainer/native_rollout.h"
 #include "trainer/parallel_strategy.h"
@@ -56,11 +58,6 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
   ref_device_ = resolve_device(config_.ref.device, "actor_rollout_ref.ref.device", t.device, local_rank);
   for (const auto& d : {actor_device_, critic_device_, ref_device_})
     limit_device_memory(d, config_.rollout.gpu_memory_utilization);
-  if (config_.model.path) {
-    throw Error{ExitCode::kInvalidConfig,
-                "actor_rollout_ref.model.path: loading HF checkpoints is not implemented yet",
-                "leave actor_rollout_ref.model.path=null to train from scratch"};
-  }
   const int64_t w = strategy_->dp_size();
   const auto& d = config_.data;
   const int64_t n = config_.rollout.sampling.n;
@@ -76,19 +73,46 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
             "actor_rollout_ref.actor.ppo_mini_batch_size * rollout.n over the world size");
   check_div(config_.critic.ppo_mini_batch_size * n, w, "critic.ppo_mini_batch_size * rollout.n over the world size");
 
-  tokenizer_ = std::make_shared<text::CharTokenizer>();
+  if (config_.model.path) {
+    model_dir_ = resolve_model_dir(*config_.model.path, "actor_rollout_ref.model.path");
+    tokenizer_ = text::load_hf_tokenizer(model_dir_);
+  } else {
+    tokenizer_ = std::make_shared<text::CharTokenizer>();
+  }
   std::tie(train_, val_) = load_datasets(d, *tokenizer_);
   sampler_ = std::make_unique<DataSampler>(static_cast<int64_t>(train_.size()), d.train_batch_size,
                                            d.shuffle, d.seed);
   sft_sampler_ = std::make_unique<DataSampler>(static_cast<int64_t>(train_.size()), d.train_batch_size,
                                                /*shuffle=*/true, d.seed + 7919);
 
-  model_config_ = ModelConfig::from_job(config_.model, tokenizer_->vocab_size());
-  actor_ = std::make_unique<ActorWorker>(config_, make_causal_lm(model_config_, static_cast<uint64_t>(t.seed)),
-                                         actor_device_, *strategy_);
+  // Parameters stay float32 (the optimizer's master copy); model.dtype is the compute dtype.
+  const auto compute = config_.model.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+  CausalLm policy{nullptr};
+  if (model_dir_.empty()) {
+    model_config_ = ModelConfig::from_job(config_.model, tokenizer_->vocab_size());
+    policy = make_causal_lm(model_config_, static_cast<uint64_t>(t.seed), actor_device_);
+  } else {
+    policy = load_causal_lm(model_dir_, actor_device_, torch::kFloat32, compute);
+    model_config_ = policy->config();
+    if (tokenizer_->vocab_size() > model_config_.vocab_size) {
+      throw Error{ExitCode::kInvalidConfig,
+                  "actor_rollout_ref.model.path: the tokenizer of " + model_dir_ + " has " +
+                      std::to_string(tokenizer_->vocab_size()) + " tokens, more than config.json's vocab_size " +
+                      std::to_string(model_config_.vocab_size),
+                  "the tokenizer files and the weights must come from the same model"};
+    }
+  }
+  actor_ = std::make_unique<ActorWorker>(config_, policy, actor_device_, *strategy_);
   if (config_.use_critic()) {
-    auto critic = make_critic(model_config_, static_cast<uint64_t>(t.seed) + 1);
-    copy_shared_parameters(*actor_->module(), *critic, "model.", "model.");
+    CriticModel critic{nullptr};
+    if (config_.critic.model_path) {
+      critic_from_path_ = true;
+      critic = load_critic(resolve_model_dir(*config_.critic.model_path, "critic.model.path"), critic_device_,
+                           static_cast<uint64_t>(t.seed) + 1, torch::kFloat32, compute);
+    } else {
+      critic = make_critic(model_config_, static_cast<uint64_t>(t.seed) + 1);
+      copy_shared_parameters(*actor_->module(), *critic, "model.", "model.");
+    }
     critic_ = std::make_unique<CriticWorker>(config_, critic, critic_device_, *strategy_);
   }
   rollout_ = std::make_unique<NativeRollout>(model_config_, actor_device_);
@@ -97,7 +121,8 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
   ckpt_ = std::make_unique<CheckpointManager>(t.default_local_dir, strategy_->distributed());
 
   if (strategy_->is_rank0()) {
-    log::Info() << "trainer: " << count_parameters(*actor_->module()) << " actor parameters on "
+    log::Info() << "trainer: " << (model_dir_.empty() ? std::string("built-in model, ") : model_dir_ + " (" + model_config_.hf_architecture + "), ")
+                << count_parameters(*actor_->module()) << " actor parameters on "
                 << actor_device_.str() << ", " << train_.size() << " train / " << val_.size()
                 << " val prompts, world " << w << ", adv_estimator " << config_.algorithm.adv_estimator;
   }
@@ -146,6 +171,7 @@ void PpoTrainer::maybe_save(int64_t step, bool force) {
   actor_->add_to(parts);
   if (critic_) critic_->add_to(parts);
   if (ref_) ref_->add_to(parts);
+  parts.actor_hf_export = hf_export();
   TrainerState state;
   state.global_step = step;
   state.data.epoch = sampler_->state().epoch;
@@ -259,7 +285,13 @@ MetricMap PpoTrainer::sft_step() {
 void PpoTrainer::after_sft() {
   // The reference is the policy RL starts from; the critic starts from the same backbone.
   if (config_.use_reference()) ref_ = std::make_unique<RefWorker>(config_, actor_->module(), ref_device_);
-  if (critic_) copy_shared_parameters(*actor_->module(), *critic_->module(), "model.", "model.");
+  // A critic from its own directory keeps its backbone (verl's critic.model.path).
+  if (critic_ && !critic_from_path_) copy_shared_parameters(*actor_->module(), *critic_->module(), "model.", "model.");
+}
+
+std::function<void(const std::string&)> PpoTrainer::hf_export() {
+  if (model_dir_.empty()) return {};  // the built-in model has no HF tokenizer to go with it
+  return [this](const std::string& dir) { save_hf(actor_->module(), dir, model_dir_); };
 }
 
 // ---------------------------------------------------------------- the RL step
@@ -524,6 +556,7 @@ FitResult PpoTrainer::fit_sft() {
   CheckpointManager sft_ckpt(t.default_local_dir + "/sft", strategy_->distributed());
   CheckpointParts parts;
   actor_->add_to(parts);
+  parts.actor_hf_export = hf_export();
   TrainerState state;
   state.global_step = total;
   state.extra = {{"sft_steps_done", sft_steps_done_}};

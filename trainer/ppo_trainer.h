@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -91,9 +92,13 @@ class PpoTrainer {
   // console). Empty console_keys: the recorder's default progress-line keys.
   void start_recorder(int64_t total, int64_t resume_from_step, std::vector<std::string> console_keys);
   std::vector<int64_t> stop_ids() const;
+  // Writes the actor as an HF directory into a checkpoint (empty for the built-in model).
+  std::function<void(const std::string&)> hf_export();
 
   JobConfig config_;
   std::unique_ptr<ParallelStrategy> strategy_;
+  std::string model_dir_;          // the resolved actor_rollout_ref.model.path; empty: built-in model
+  bool critic_from_path_ = false;  // the critic came from critic.model.path
   std::shared_ptr<const text::Tokenizer> tokenizer_;
   PromptDataset train_, val_;
   std::unique_ptr<DataSampler> sampler_, sft_sampler_;
