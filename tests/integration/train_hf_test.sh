@@ -32,6 +32,7 @@ PY
 small="trainer.device=cpu data.train_files=$work/train.jsonl data.val_files=$work/train.jsonl
   data.max_prompt_length=32 data.max_response_length=4 data.train_batch_size=4 data.val_batch_size=32
   actor_rollout_ref.actor.ppo_mini_batch_size=4 critic.ppo_mini_batch_size=4 actor_rollout_ref.rollout.n=2
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 critic.ppo_micro_batch_size_per_gpu=8
   actor_rollout_ref.actor.ppo_epochs=1 critic.ppo_epochs=1 trainer.test_freq=2 trainer.val_before_train=false"
 
 # 1. train on the directory; the chat template renders the prompts; the export at the end.
@@ -81,5 +82,7 @@ check "up --local 1" '[ $rc -eq 0 ]' || { echo "$err" >&2; exit 1; }
 out=$("$v" submit --name "$name" actor_rollout_ref.model.path="$work/model" critic.model.path="$work/model" $small \
   trainer.total_training_steps=2 2>"$work/submit.err"); rc=$?
 check "submit with an HF model path SUCCEEDED" '[ $rc -eq 0 ]' || cat "$work/submit.err" >&2
-check "the job's log names the model" 'grep -q "Qwen2ForCausalLM" "$work/submit.err"' || tail -20 "$work/submit.err" >&2
+job=$(grep -o "job-[0-9]*" "$work/submit.err" | head -1)
+logs=$("$v" logs "$job" --name "$name" 2>&1)
+check "the job's log names the model" 'grep -q "Qwen2ForCausalLM" <<<"$logs"' || tail -20 <<<"$logs" >&2
 exit $failed
