@@ -34,9 +34,9 @@ torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w_in, const t
   out_shape.back() = w.size(0);
   const int64_t rows = x.numel() / x.size(-1);
   const auto x4 = xd.reshape({rows, x.size(-1), 1, 1});
-  // A real vocabulary's LM head (151,936 outputs) as one convolution runs ~3x slower than in
-  // blocks of output channels that stay in cache (measured: [384,64]x[64,151936] 2.6 s vs
-  // 0.9 s in blocks of 2,374). Each output is the same dot product either way.
+  // A real vocabulary's LM head (151,936 outputs) as one convolution is slower than in blocks
+  // of output channels that stay in cache (docs/BENCHMARKS.md, "LM head in blocks"). Each
+  // output is the same dot product either way.
   constexpr int64_t kOutBlock = 4096;
   if (w.size(0) > 4 * kOutBlock) {
     // split, not narrow: split's backward is one concatenation of the blocks' gradients.
