@@ -1,12 +1,32 @@
 #include "cli/app.h"
 
 #include <iostream>
+#include <filesystem>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/hydra.h"
 #include "common/log.h"
 
 namespace verl::cli {
+
+std::string JobFileArgs::primary() const {
+  if (config_name.empty() && config_path.empty()) return file;
+  if (!file.empty())
+    throw Error(ExitCode::kUsage, "-f and --config-path/--config-name both name a job config",
+                "give one of them: -f job.yaml, or --config-path DIR --config-name NAME (Hydra's way)");
+  const std::string primary = config::hydra_primary(config_path, config_name);
+  if (!std::filesystem::exists(primary))
+    throw Error(ExitCode::kInvalidConfig, "no config '" + primary + "' (from --config-path/--config-name)",
+                "--config-path is the folder, --config-name the file in it (ppo_trainer or ppo_trainer.yaml)");
+  return primary;
+}
+
+void add_job_file_options(CLI::App* cmd, JobFileArgs& a) {
+  cmd->add_option("-f,--file", a.file, "Job config YAML (default: the embedded default job)")->check(CLI::ExistingFile);
+  cmd->add_option("--config-path", a.config_path, "Hydra: the folder of the primary config (with --config-name)");
+  cmd->add_option("--config-name", a.config_name, "Hydra: the primary config in --config-path, its defaults lists composed");
+}
 
 std::unique_ptr<CLI::App> build_app(Context& ctx) {
   auto app = std::make_unique<CLI::App>(

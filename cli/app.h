@@ -31,6 +31,15 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 int run(int argc, char** argv);
 
 // One registration function per command file (cli/cmd_<name>.cc).
+// A job config given the verl way: -f FILE, or Hydra's --config-path DIR --config-name NAME
+// (composed from the folder's defaults lists, as `python -m verl.trainer.main_ppo` does).
+struct JobFileArgs {
+  std::string file, config_path, config_name;
+  // The primary config file ("" for the embedded default); throws kUsage on -f with --config-name.
+  std::string primary() const;
+};
+void add_job_file_options(CLI::App* cmd, JobFileArgs& a);
+
 void register_version(CLI::App& app, Context& ctx);
 void register_help(CLI::App& app, Context& ctx);
 void register_config(CLI::App& app, Context& ctx);

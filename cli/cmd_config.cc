@@ -9,7 +9,8 @@ namespace verl::cli {
 namespace {
 
 struct ConfigArgs {
-  std::string file;
+  JobFileArgs job;
+  std::string file;  // job.primary(), set when the command runs
   std::string kind = "job";
   std::vector<std::string> overrides;
   std::string cluster_file;
@@ -32,7 +33,7 @@ nlohmann::ordered_json issues_json(const std::vector<config::Issue>& issues) {
 }
 
 void add_common(CLI::App* cmd, ConfigArgs& a) {
-  cmd->add_option("-f,--file", a.file, "YAML file to read (default: the embedded default)")->check(CLI::ExistingFile);
+  add_job_file_options(cmd, a.job);
   cmd->add_option("--kind", a.kind, "What the file is: job (job config) or cluster (cluster spec)")
       ->check(CLI::IsMember({"job", "cluster"}))
       ->default_str("job");
@@ -49,14 +50,29 @@ void register_config(CLI::App& app, Context& ctx) {
   auto* show = cmd->add_subcommand("show", "Print the resolved config: defaults, file and overrides merged");
   add_common(show, *args);
   show->callback([&ctx, args] {
-    auto value = config::load(kind_of(*args), args->file, args->overrides);
-    if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, value);
-    else *ctx.out << config::to_yaml(value);
+    args->file = args->job.primary();
+    auto doc = config::resolve(kind_of(*args), args->file, args->overrides);
+    if (!doc.ok()) config::load(kind_of(*args), args->file, args->overrides);  // throws with every issue
+    if (ctx.output == OutputFormat::kJson) {
+      print_json(*ctx.out, doc.value);
+      return;
+    }
+    if (!doc.preset.empty()) {
+      *ctx.out << "# actor_rollout_ref.model.path is null: the built-in model's tuned preset\n"
+               << "# (templates/presets/builtin.yaml) replaces verl's defaults for these keys:\n";
+      for (const auto& key : doc.preset) {
+        const config::Json* verl_default = config::find(config::defaults(config::Kind::kJob), key);
+        *ctx.out << "#   " << key << ": " << config::find(config::builtin_preset(), key)->dump()
+                 << "  (verl: " << (verl_default ? verl_default->dump() : "-") << ")\n";
+      }
+    }
+    *ctx.out << config::to_yaml(doc.value);
   });
 
   auto* validate = cmd->add_subcommand("validate", "Check a config and report every problem with its key path");
   add_common(validate, *args);
   validate->callback([&ctx, args] {
+    args->file = args->job.primary();
     const auto kind = kind_of(*args);
     auto doc = config::resolve(kind, args->file, args->overrides);
     const std::string what = args->file.empty() ? "the default " + std::string(config::kind_name(kind)) : args->file;
@@ -66,7 +82,11 @@ void register_config(CLI::App& app, Context& ctx) {
       return;
     }
     if (!doc.ok()) config::load(kind, args->file, args->overrides);  // throws with every issue
-    *ctx.out << what << ": valid " << config::kind_name(kind) << "\n";
+    *ctx.out << config::format_issues(doc.issues);
+    const size_t warnings = doc.issues.size();
+    *ctx.out << what << ": valid " << config::kind_name(kind)
+             << (warnings ? " (" + std::to_string(warnings) + " warning" + (warnings == 1 ? "" : "s") + " above)" : "")
+             << "\n";
   });
 
   auto* lint = cmd->add_subcommand("lint", "Advise on a job config for scale-out (warnings with reasons)");
@@ -78,11 +98,14 @@ void register_config(CLI::App& app, Context& ctx) {
       ->default_str("80");
   lint->add_flag("--strict", args->strict, "Exit 5 when there is any warning");
   lint->callback([&ctx, args] {
+    args->file = args->job.primary();
     if (args->kind != "job") throw Error(ExitCode::kUsage, "config lint advises on job configs only", "drop --kind cluster; pass the spec with --cluster");
-    auto job = config::load_job(args->file, args->overrides);
+    std::vector<config::Issue> warnings;
+    auto job = config::load_job(args->file, args->overrides, &warnings);
     config::Json cluster;
     if (!args->cluster_file.empty()) cluster = config::load_cluster(args->cluster_file, {});
-    auto warnings = config::lint_job(job, args->cluster_file.empty() ? nullptr : &cluster, args->gpu_memory_gib);
+    for (auto& w : config::lint_job(job, args->cluster_file.empty() ? nullptr : &cluster, args->gpu_memory_gib))
+      warnings.push_back(std::move(w));
     if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, {{"warnings", issues_json(warnings)}});
     else if (warnings.empty()) *ctx.out << "no warnings\n";
     else *ctx.out << config::format_issues(warnings);

@@ -9,7 +9,9 @@
 #include "cli/head_target.h"
 #include "cli/job_view.h"
 #include "cli/output.h"
+#include "common/config.h"
 #include "common/error.h"
+#include "common/hydra.h"
 #include "common/files.h"
 #include "launcher/signals.h"
 
@@ -19,7 +21,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 struct SubmitArgs {
-  std::string file;
+  JobFileArgs job;
   std::vector<std::string> overrides;
   bool no_wait = false;
   TargetArgs target;
@@ -45,7 +47,7 @@ std::string where_files_are(const Json& job) {
 void register_submit(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<SubmitArgs>();
   auto* cmd = app.add_subcommand("submit", "Submit a job to a running cluster and follow it to its end");
-  cmd->add_option("-f,--file", a->file, "Job config YAML (default: the embedded default job)")->check(CLI::ExistingFile);
+  add_job_file_options(cmd, a->job);
   cmd->add_option("overrides", a->overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
   cmd->add_flag("--no-wait", a->no_wait, "Print the job id and return at once");
   add_target_options(cmd, a->target);
@@ -59,10 +61,16 @@ void register_submit(CLI::App& app, Context& ctx) {
     const auto target = find_head(a->target);
     auto client = connect(target);
     Json body = {{"kind", "train"}, {"overrides", a->overrides}};
-    if (!a->file.empty()) {
-      body["yaml"] = files::read_file(a->file);
-      body["file"] = a->file;
+    // The head resolves the config; a Hydra primary config is composed here, where its folder is.
+    const std::string file = a->job.primary();
+    if (!file.empty()) {
+      const std::string text = files::read_file(file);
+      body["yaml"] = config::has_defaults_list(text) ? config::compose_hydra(file) : text;
+      body["file"] = file;
     }
+    // Warnings (verl keys accepted and ignored) are the submitter's to read; errors come back from the head.
+    const auto local = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()), file, a->overrides);
+    if (local.ok() && !local.issues.empty()) *ctx.err << config::format_issues(local.issues);
     std::string error;
     auto r = client->try_request("POST", "/api/jobs", &body, &error);
     if (!r)
@@ -70,11 +78,11 @@ void register_submit(CLI::App& app, Context& ctx) {
                   "is the cluster up? 'verlctl status' shows it, 'verlctl up --local 1' starts one");
     if (r->status == 400 && r->body.is_object() && r->body.contains("issues")) {
       if (ctx.output == OutputFormat::kJson) {
-        print_json(*ctx.out, {{"valid", false}, {"file", a->file}, {"issues", r->body["issues"]}});
+        print_json(*ctx.out, {{"valid", false}, {"file", file}, {"issues", r->body["issues"]}});
         ctx.exit_code = static_cast<int>(ExitCode::kInvalidConfig);
         return;
       }
-      const std::string where = a->file.empty() ? "the command line" : "'" + a->file + "'";
+      const std::string where = file.empty() ? "the command line" : "'" + file + "'";
       throw Error(ExitCode::kInvalidConfig,
                   r->body.value("error", std::string("invalid job config")) + " from " + where + ":\n" +
                       r->body.value("text", std::string()),

@@ -13,7 +13,7 @@ namespace verl::cli {
 namespace {
 
 struct TrainArgs {
-  std::string file;
+  JobFileArgs job;
   std::vector<std::string> overrides;
   bool sft = false;
   int rank = -1, world_size = -1, local_rank = -1, master_port = -1;
@@ -27,7 +27,7 @@ void set_env(const char* name, const std::string& value) { ::setenv(name, value.
 void register_train(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "Run the PPO/GRPO trainer in the foreground as one rank");
-  cmd->add_option("-f,--file", args->file, "Job config YAML (default: the embedded default job)")->check(CLI::ExistingFile);
+  add_job_file_options(cmd, args->job);
   cmd->add_option("overrides", args->overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
   cmd->add_flag("--sft", args->sft, "Run only the supervised warm start (trainer.sft_warmup_steps steps, or total_training_steps when 0)");
   cmd->add_option("--rank", args->rank, "This process's rank (sets RANK)")->check(CLI::NonNegativeNumber);
@@ -36,9 +36,12 @@ void register_train(CLI::App& app, Context& ctx) {
   cmd->add_option("--master-addr", args->master_addr, "Rendezvous store host (sets MASTER_ADDR)");
   cmd->add_option("--master-port", args->master_port, "Rendezvous store port (sets MASTER_PORT)")->check(CLI::Range(1, 65535));
   cmd->footer("Examples:\n  verlctl train\n  verlctl train -f job.yaml trainer.total_training_steps=20\n"
-              "  verlctl train algorithm.adv_estimator=grpo actor_rollout_ref.rollout.n=8");
+              "  verlctl train algorithm.adv_estimator=grpo actor_rollout_ref.rollout.n=8\n"
+              "  verlctl train --config-path verl/trainer/config --config-name ppo_trainer data.train_files=...");
   cmd->callback([&ctx, args] {
-    auto job = config::load_job(args->file, args->overrides);
+    std::vector<config::Issue> warnings;
+    auto job = config::load_job(args->job.primary(), args->overrides, &warnings);
+    if (!warnings.empty()) *ctx.err << config::format_issues(warnings);
     if (args->rank >= 0) set_env("RANK", std::to_string(args->rank));
     if (args->world_size >= 0) set_env("WORLD_SIZE", std::to_string(args->world_size));
     if (args->local_rank >= 0) set_env("LOCAL_RANK", std::to_string(args->local_rank));

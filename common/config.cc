@@ -14,6 +14,9 @@
 #include "common/config_schema.h"
 #include "common/embedded.h"
 #include "common/error.h"
+#include "common/hydra.h"
+#include "common/strings.h"
+#include "common/verl_keys.h"
 
 namespace verl::config {
 
@@ -55,10 +58,19 @@ std::vector<std::string> split_path(std::string_view path) {
 
 // ---- YAML -> Json, guided by the schema ------------------------------------------------------
 
+// A key of verl's that verlctl's schema lacks, as the user wrote it (verl_keys.h says what
+// becomes of it once everything is merged).
+struct Foreign {
+  std::string path;
+  Json value;
+  Location where;
+};
+
 struct Builder {
   Kind kind;
   std::vector<Issue>* issues;
   std::map<std::string, Location>* locations;
+  std::vector<Foreign>* foreign = nullptr;
 
   void error(const std::string& path, std::string message, std::string hint, Location where) {
     issues->push_back({Severity::kError, path, std::move(message), std::move(hint), std::move(where)});
@@ -171,6 +183,8 @@ std::optional<Json> convert_scalar(Builder& b, const std::string& path, const YA
                                    Type type, bool nullable, const Location& where) {
   const std::string& s = node.Scalar();
   const bool plain = node.Tag() != "!";
+  // An interpolation is resolved (and its result typed) once the whole tree is merged.
+  if (s.find("${") != std::string::npos) return Json(s);
   if (plain && (is_null_text(s) || s.empty()) && type != Type::kString) {
     if (nullable || type == Type::kAny) return Json(nullptr);
     b.error(path, "must not be null: expected " + std::string(schema::type_name(type)),
@@ -209,15 +223,49 @@ std::string suggest_key(Kind kind, const std::string& path);
 void merge(Builder& b, Json& target, const YAML::Node& node, const std::string& path,
            const Json* dflt, const std::string& file);
 
+// Records the leaves of a node written at a verl key that verlctl's schema lacks; keys inside it
+// that verl does not have either are unknown.
+void collect_foreign(Builder& b, const YAML::Node& node, const std::string& path, const std::string& file,
+                     const Location& where) {
+  if (node.IsMap() && verl_keys::lookup(path) == verl_keys::Lookup::kMapping) {
+    for (const auto& kv : node) {
+      const std::string child = join(path, kv.first.Scalar());
+      const Location w = mark_location(file, kv.first.Mark());
+      if (verl_keys::lookup(child) == verl_keys::Lookup::kAbsent) {
+        const std::string guess = suggest_key(b.kind, child);
+        b.error(child, "unknown key (neither verlctl nor verl has it)",
+                guess.empty() ? "'verlctl config show' lists verlctl's keys" : "did you mean '" + guess + "'?", w);
+        continue;
+      }
+      collect_foreign(b, kv.second, child, file, w);
+    }
+    return;
+  }
+  b.foreign->push_back({path, infer(node), where});
+}
+
 void merge_map(Builder& b, Json& target, const YAML::Node& node, const std::string& path,
                const Json* dflt, const std::string& file, bool free_keys) {
   if (!target.is_object()) target = Json::object();
+  std::map<std::string, Location> seen;
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar();
     const std::string child = join(path, key);
     const Location where = mark_location(file, kv.first.Mark());
+    if (auto [it, fresh] = seen.emplace(key, where); !fresh) {
+      b.error(child, "duplicate key: also at " + it->second.str() + "; YAML keeps only one of them",
+              "delete one of the two", where);
+      continue;
+    }
+    // Hydra's ??? (MISSING) sets nothing: the key keeps what the layers below gave it.
+    if (kv.second.IsScalar() && kv.second.Tag() != "!" && kv.second.Scalar() == "???") continue;
     (*b.locations)[child] = where;
     const Json* child_default = (dflt && dflt->is_object() && dflt->contains(key)) ? &(*dflt)[key] : nullptr;
+    if (!child_default && !free_keys && b.foreign && b.kind == Kind::kJob &&
+        verl_keys::lookup(child) != verl_keys::Lookup::kAbsent) {
+      collect_foreign(b, kv.second, child, file, where);
+      continue;
+    }
     if (!child_default && !free_keys) {
       const std::string guess = suggest_key(b.kind, child);
       b.error(child, "unknown key in " + std::string(kind_name(b.kind)),
@@ -342,9 +390,12 @@ std::string closest(const std::vector<std::string>& candidates, const std::strin
   return best;
 }
 
-// "Did you mean": a sibling that is spelled alike, else the same key name in another section
-// (trainer.train_batch_size -> data.train_batch_size), else any key spelled alike. "" if none.
+// "Did you mean": a sibling spelled alike, else the same key name elsewhere in the same
+// top-level section, else any key of that section spelled alike; verlctl's keys and (for jobs)
+// verl's. Another section only for a name found in one place alone: critic.x is not a typo of
+// actor_rollout_ref.x just because both sections have an x. "" if none.
 std::string suggest_key(Kind kind, const std::string& path) {
+  const auto parts = split_path(path);
   std::vector<std::string> all;
   std::function<void(const Json&, const std::string&)> walk = [&](const Json& j, const std::string& p) {
     if (!j.is_object()) return;
@@ -354,15 +405,28 @@ std::string suggest_key(Kind kind, const std::string& path) {
     }
   };
   walk(defaults(kind), "");
-  const auto parts = split_path(path);
+  if (kind == Kind::kJob)
+    for (const auto& leaf : verl_keys::leaves())
+      if (split_path(leaf).back() != "_target_" && std::find(all.begin(), all.end(), leaf) == all.end())
+        all.push_back(leaf);
+  std::vector<std::string> section;
+  for (const auto& a : all)
+    if (split_path(a).front() == parts.front() && a != path) section.push_back(a);
   const std::string parent = path.substr(0, path.size() - parts.back().size() - (parts.size() > 1 ? 1 : 0));
   std::vector<std::string> siblings;
-  for (const auto& a : all)
+  for (const auto& a : section)
     if (split_path(a).size() == parts.size() && a.compare(0, parent.size(), parent) == 0) siblings.push_back(a);
   if (std::string g = closest(siblings, path); !g.empty()) return g;
+  if (parts.size() > 1)
+    for (const auto& a : section)
+      if (split_path(a).back() == parts.back()) return a;
+  if (std::string g = closest(section, path); !g.empty()) return g;
+  // Another section only when the key's name lives in exactly one place there
+  // (trainer.train_batch_size -> data.train_batch_size).
+  std::vector<std::string> same_name;
   for (const auto& a : all)
-    if (split_path(a).back() == parts.back()) return a;
-  return closest(all, path);
+    if (split_path(a).back() == parts.back()) same_name.push_back(a);
+  return same_name.size() == 1 ? same_name[0] : "";
 }
 
 // ---- overrides -----------------------------------------------------------------------------
@@ -406,6 +470,19 @@ void apply_override(Builder& b, Json& root, const Override& o) {
   const auto parts = split_path(o.path);
   const Location where{};
   const Json& dflt_root = defaults(b.kind);
+  if (b.kind == Kind::kJob && b.foreign && o.op != Override::Op::kRemove && !find(dflt_root, o.path) &&
+      verl_keys::lookup(o.path) != verl_keys::Lookup::kAbsent) {
+    YAML::Node value;
+    try {
+      value = YAML::Load(o.value);
+    } catch (const YAML::Exception& e) {
+      b.error(o.path, "override '" + o.text + "': value is not valid YAML: " + e.msg,
+              "quote lists for the shell: key='[a,b]'", where);
+      return;
+    }
+    if (!(value.IsScalar() && value.Scalar() == "???")) collect_foreign(b, value, o.path, "", where);
+    return;
+  }
   // Walk the schema alongside the tree to know whether the key exists there.
   const Json* dflt = &dflt_root;
   Json* node = &root;
@@ -462,6 +539,9 @@ void apply_override(Builder& b, Json& root, const Override& o) {
   (*b.locations)[o.path] = where;
   if ((o.op == Override::Op::kAdd || free_parent) && !leaf_default) {
     (*node)[leaf] = infer(value);
+    if (!free_parent)
+      b.issues->push_back({Severity::kWarning, o.path, "added with + but read by nothing: neither verlctl nor verl has this key",
+                           "remove it, or check its spelling against 'verlctl config show'", where});
     return;
   }
   Json& slot = (*node)[leaf];
@@ -475,6 +555,10 @@ void apply_override(Builder& b, Json& root, const Override& o) {
 }
 
 // ---- interpolation -------------------------------------------------------------------------
+// OmegaConf's forms, as verl's configs use them: ${a.b} (absolute), ${.x} / ${..x} (relative to
+// the key's own mapping), ${oc.select:a.b,default} (default when a.b is absent) and
+// ${oc.env:VAR[,default]}. A value that is one interpolation takes the referenced value's type;
+// text around interpolations makes a string. Results are typed by the schema afterwards.
 
 std::string scalar_text(const Json& j) {
   if (j.is_string()) return j.get<std::string>();
@@ -482,43 +566,193 @@ std::string scalar_text(const Json& j) {
   return j.dump();
 }
 
-void interpolate(const Json& root, Json& node, const std::string& path,
-                 const std::map<std::string, Location>& where, std::vector<Issue>& issues) {
-  if (node.is_object()) {
-    for (auto it = node.begin(); it != node.end(); ++it) interpolate(root, it.value(), join(path, it.key()), where, issues);
-    return;
+class Interpolator {
+ public:
+  Interpolator(Kind kind, Json& root, const std::map<std::string, Location>& where, std::vector<Issue>& issues)
+      : kind_(kind), root_(root), where_(where), issues_(issues) {}
+
+  void walk(Json& node, const std::string& path) {
+    if (node.is_object()) {
+      for (auto it = node.begin(); it != node.end(); ++it) walk(it.value(), join(path, it.key()));
+    } else if (node.is_array()) {
+      for (auto& e : node) walk(e, path);
+    } else if (node.is_string() && node.get<std::string>().find("${") != std::string::npos) {
+      resolve(node, path);
+    }
   }
-  if (node.is_array()) {
-    for (auto& e : node) interpolate(root, e, path, where, issues);
-    return;
+
+ private:
+  Location loc(const std::string& path) const {
+    auto w = where_.find(path);
+    return w == where_.end() ? Location{} : w->second;
   }
-  if (!node.is_string()) return;
-  static const std::regex kRef(R"(\$\{([A-Za-z0-9_.\-]+)\})");
-  std::string s = node.get<std::string>();
-  for (int depth = 0; depth < 10 && s.find("${") != std::string::npos; ++depth) {
-    std::smatch m;
-    std::string out;
-    auto begin = s.cbegin();
-    bool bad = false;
-    while (std::regex_search(begin, s.cend(), m, kRef)) {
-      out.append(begin, m[0].first);
-      const Json* ref = find(root, m[1].str());
-      if (!ref || ref->is_object() || ref->is_array()) {
-        auto w = where.find(path);
-        issues.push_back({Severity::kError, path, "'${" + m[1].str() + "}' does not name a scalar key",
-                          "references look like ${trainer.project_name}", w == where.end() ? Location{} : w->second});
-        bad = true;
+  void fail(const std::string& path, std::string message, std::string hint) {
+    issues_.push_back({Severity::kError, path, std::move(message), std::move(hint), loc(path)});
+  }
+
+  // Resolves node (the value at path) in place; false after reporting a problem.
+  bool resolve(Json& node, const std::string& path) {
+    if (!active_.insert(path).second) {
+      fail(path, "interpolation cycle through '" + path + "'", "make the ${...} references end at a plain value");
+      return false;
+    }
+    const std::string text = node.get<std::string>();
+    std::optional<Json> out;
+    std::string joined;
+    size_t pos = 0, pieces = 0;
+    bool ok = true;
+    while (ok && pos < text.size()) {
+      const size_t open = text.find("${", pos);
+      if (open == std::string::npos) {
+        joined += text.substr(pos);
         break;
       }
-      out += scalar_text(*ref);
-      begin = m[0].second;
+      joined += text.substr(pos, open - pos);
+      size_t depth = 0, close = open + 1;
+      for (; close < text.size(); ++close) {
+        if (text[close] == '{') ++depth;
+        else if (text[close] == '}' && --depth == 0) break;
+      }
+      if (close >= text.size()) {
+        fail(path, "unterminated '${' in '" + text + "'", "close it with '}'");
+        ok = false;
+        break;
+      }
+      auto v = evaluate(trim(text.substr(open + 2, close - open - 2)), path);
+      if (!v) {
+        ok = false;
+        break;
+      }
+      ++pieces;
+      if (open == 0 && close + 1 == text.size()) out = *v;
+      joined += scalar_text(*v);
+      pos = close + 1;
     }
-    if (bad) return;
-    out.append(begin, s.cend());
-    s = out;
+    active_.erase(path);
+    if (!ok) return false;
+    node = (out && pieces == 1) ? *out : Json(joined);
+    return retype(node, path);
   }
-  node = s;
-}
+
+  std::optional<Json> evaluate(const std::string& expr, const std::string& path) {
+    static const std::string kSelect = "oc.select:", kEnv = "oc.env:";
+    if (expr.rfind(kSelect, 0) == 0) {
+      const std::string rest = expr.substr(kSelect.size());
+      const size_t comma = top_level_comma(rest);
+      const std::string key = trim(rest.substr(0, comma));
+      if (Json* ref = lookup(absolute(key, path))) return value_of(*ref, absolute(key, path));
+      if (comma == std::string::npos) return Json(nullptr);
+      return parse_default(trim(rest.substr(comma + 1)));
+    }
+    if (expr.rfind(kEnv, 0) == 0) {
+      const std::string rest = expr.substr(kEnv.size());
+      const size_t comma = top_level_comma(rest);
+      const std::string var = trim(rest.substr(0, comma));
+      if (const char* v = std::getenv(var.c_str())) return Json(std::string(v));
+      if (comma != std::string::npos) return parse_default(trim(rest.substr(comma + 1)));
+      fail(path, "${oc.env:" + var + "}: the environment variable " + var + " is not set",
+           "export " + var + "=..., or give a default: ${oc.env:" + var + ",VALUE}");
+      return std::nullopt;
+    }
+    if (expr.find(':') != std::string::npos) {
+      fail(path, "'${" + expr + "}': resolver '" + expr.substr(0, expr.find(':')) + "' is not supported",
+           "verlctl resolves ${key}, ${.relative}, ${oc.select:key,default} and ${oc.env:VAR,default}");
+      return std::nullopt;
+    }
+    const std::string key = absolute(expr, path);
+    Json* ref = lookup(key);
+    if (!ref || ref->is_object() || ref->is_array()) {
+      fail(path, "'${" + expr + "}' does not name a scalar key" + (key != expr ? " (" + key + ")" : ""),
+           "references look like ${trainer.project_name} or ${.sibling}; ${oc.select:key,default} tolerates an absent key");
+      return std::nullopt;
+    }
+    return value_of(*ref, key);
+  }
+
+  Json value_of(Json& ref, const std::string& key) {
+    if (ref.is_string() && ref.get<std::string>().find("${") != std::string::npos && !resolve(ref, key)) return nullptr;
+    return ref;
+  }
+
+  Json* lookup(const std::string& key) {
+    Json* node = &root_;
+    for (const auto& part : split_path(key)) {
+      if (!node->is_object() || !node->contains(part)) return nullptr;
+      node = &(*node)[part];
+    }
+    return node;
+  }
+
+  // ".x" is a sibling of path's key, "..x" a sibling of its parent; others are absolute.
+  static std::string absolute(const std::string& key, const std::string& path) {
+    if (key.empty() || key[0] != '.') return key;
+    size_t dots = 0;
+    while (dots < key.size() && key[dots] == '.') ++dots;
+    auto parts = split_path(path);
+    for (size_t i = 0; i < dots && !parts.empty(); ++i) parts.pop_back();
+    std::string base;
+    for (const auto& p : parts) base = join(base, p);
+    return join(base, key.substr(dots));
+  }
+
+  static size_t top_level_comma(const std::string& s) {
+    int depth = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '[' || s[i] == '{') ++depth;
+      else if (s[i] == ']' || s[i] == '}') --depth;
+      else if (s[i] == ',' && depth == 0) return i;
+    }
+    return std::string::npos;
+  }
+
+  static Json parse_default(const std::string& text) {
+    try {
+      return infer(YAML::Load(text));
+    } catch (const YAML::Exception&) {
+      return Json(text);
+    }
+  }
+
+  // Gives an interpolated value the type the schema wants (a "${...}" default of an int key).
+  bool retype(Json& node, const std::string& path) {
+    const KeyInfo k = key_info(kind_, path, find(defaults(kind_), path));
+    if (node.is_null()) {
+      if (k.nullable || k.type == Type::kAny || k.type == Type::kString) return true;
+      fail(path, "must not be null: its interpolation gave null", "set a value");
+      return false;
+    }
+    const std::string text = scalar_text(node);
+    auto bad = [&] {
+      fail(path, "expected " + std::string(schema::type_name(k.type)) + ", its interpolation gave '" + text + "'", "");
+      return false;
+    };
+    switch (k.type) {
+      case Type::kInt:
+        if (node.is_number_integer()) return true;
+        if (auto v = parse_int(text)) return node = *v, true;
+        return bad();
+      case Type::kFloat:
+        if (node.is_number()) return true;
+        if (auto v = parse_float(text)) return node = *v, true;
+        return bad();
+      case Type::kBool:
+        if (node.is_boolean()) return true;
+        if (auto v = parse_bool(text)) return node = *v, true;
+        return bad();
+      case Type::kString:
+        if (!node.is_string()) node = text;
+        return true;
+      default:
+        return true;
+    }
+  }
+
+  Kind kind_;
+  Json& root_;
+  const std::map<std::string, Location>& where_;
+  std::vector<Issue>& issues_;
+  std::set<std::string> active_;
+};
 
 // ---- per-key rules -------------------------------------------------------------------------
 
@@ -563,6 +797,50 @@ void check_rules(Kind kind, const Json& node, const std::string& path,
   }
 }
 
+// verl's keys that verlctl lacks, once every layer is merged (the last write of a key counts):
+// an error for each unsupported feature switched on, and one warning per reason for the rest.
+void judge_foreign(const std::vector<Foreign>& foreign, std::vector<Issue>& issues) {
+  std::map<std::string, const Foreign*> last;
+  std::vector<std::string> order;
+  for (const auto& f : foreign) {
+    if (!last.count(f.path)) order.push_back(f.path);
+    last[f.path] = &f;
+  }
+  std::vector<std::string> reasons;
+  std::map<std::string, std::vector<const Foreign*>> groups;
+  for (const auto& path : order) {
+    const Foreign& f = *last[path];
+    const auto& v = verl_keys::classify(path);
+    if (v.status == verl_keys::Status::kSilent) continue;
+    std::string reason;
+    if (v.status == verl_keys::Status::kUnsupported) {
+      if (!verl_keys::inert(path, f.value)) {
+        const Json d = verl_keys::verl_default(path);
+        issues.push_back({Severity::kError, path,
+                          "not supported: " + v.reason + " (set to " + f.value.dump() + ")",
+                          v.hint.empty() ? "remove the key, or set it to verl's default " + d.dump() : v.hint, f.where});
+        continue;
+      }
+      reason = "left at verl's default or off, which is what verlctl does (" + v.reason + " is not supported)";
+    } else {
+      reason = "accepted and ignored: " + v.reason;
+    }
+    if (!groups.count(reason)) reasons.push_back(reason);
+    groups[reason].push_back(&f);
+  }
+  for (const auto& reason : reasons) {
+    const auto& g = groups[reason];
+    if (g.size() == 1) {
+      issues.push_back({Severity::kWarning, g[0]->path, reason, "", g[0]->where});
+      continue;
+    }
+    std::string list;
+    for (size_t i = 0; i < g.size() && i < 6; ++i) list += (i ? ", " : "") + g[i]->path;
+    if (g.size() > 6) list += " and " + std::to_string(g.size() - 6) + " more";
+    issues.push_back({Severity::kWarning, "", std::to_string(g.size()) + " keys " + reason + ": " + list, "", g[0]->where});
+  }
+}
+
 YAML::Node to_yaml_node(const Json& j) {
   YAML::Node n;
   if (j.is_object()) {
@@ -581,6 +859,12 @@ YAML::Node to_yaml_node(const Json& j) {
   return n;
 }
 
+}  // namespace
+
+Json parse_yaml_json(const std::string& text) { return infer(YAML::Load(text)); }
+
+namespace {
+
 Json parse_embedded(const char* name) {
   const embedded::File* f = embedded::find(name);
   if (!f) throw Error(ExitCode::kFailure, std::string("embedded template ") + name + " is missing", "rebuild verlctl");
@@ -588,7 +872,31 @@ Json parse_embedded(const char* name) {
   return infer(node);
 }
 
+// With no model path (the built-in model), presets/builtin.yaml's tuned values replace the
+// defaults of every key that no layer set.
+void apply_builtin_preset(Document& doc) {
+  const Json* path = find(doc.value, "actor_rollout_ref.model.path");
+  if (!path || !path->is_null()) return;
+  std::function<void(const Json&, const std::string&)> walk = [&](const Json& j, const std::string& p) {
+    if (j.is_object()) {
+      for (auto it = j.begin(); it != j.end(); ++it) walk(it.value(), join(p, it.key()));
+      return;
+    }
+    if (doc.locations.count(p)) return;
+    Json* node = &doc.value;
+    for (const auto& part : split_path(p)) node = &(*node)[part];
+    *node = j;
+    doc.preset.push_back(p);
+  };
+  walk(builtin_preset(), "");
+}
+
 }  // namespace
+
+const Json& builtin_preset() {
+  static const Json kPreset = parse_embedded("presets/builtin.yaml");
+  return kPreset;
+}
 
 const Json& defaults(Kind kind) {
   static const Json kJob = parse_embedded("job.yaml");
@@ -614,6 +922,7 @@ Document resolve(Kind kind, const std::string& file, const std::vector<std::stri
   }
   std::stringstream text;
   text << in.rdbuf();
+  if (kind == Kind::kJob && has_defaults_list(text.str())) return resolve_text(kind, compose_hydra(file), file, overrides);
   return resolve_text(kind, text.str(), file, overrides);
 }
 
@@ -621,7 +930,8 @@ Document resolve_text(Kind kind, const std::string& yaml, const std::string& fil
                       const std::vector<std::string>& overrides) {
   Document doc;
   doc.value = defaults(kind);
-  Builder b{kind, &doc.issues, &doc.locations};
+  std::vector<Foreign> foreign;
+  Builder b{kind, &doc.issues, &doc.locations, &foreign};
   if (!yaml.empty()) {
     try {
       YAML::Node node = YAML::Load(yaml);
@@ -643,10 +953,11 @@ Document resolve_text(Kind kind, const std::string& yaml, const std::string& fil
   std::vector<Override> parsed;
   for (const auto& arg : overrides)
     if (auto o = parse_override(arg, doc.issues)) apply_override(b, doc.value, *o);
-  Json snapshot = doc.value;
-  interpolate(snapshot, doc.value, "", doc.locations, doc.issues);
+  if (kind == Kind::kJob) apply_builtin_preset(doc);
+  Interpolator(kind, doc.value, doc.locations, doc.issues).walk(doc.value, "");
   check_rules(kind, doc.value, "", doc.locations, doc.issues);
-  if (doc.ok()) schema::check_consistency(kind, doc.value, doc.locations, doc.issues);
+  judge_foreign(foreign, doc.issues);
+  schema::check_consistency(kind, doc.value, doc.locations, doc.issues);
   return doc;
 }
 
@@ -665,8 +976,12 @@ std::string format_issues(const std::vector<Issue>& issues) {
   return out.str();
 }
 
-Json load(Kind kind, const std::string& file, const std::vector<std::string>& overrides) {
+Json load(Kind kind, const std::string& file, const std::vector<std::string>& overrides,
+          std::vector<Issue>* warnings) {
   Document doc = resolve(kind, file, overrides);
+  if (warnings)
+    for (const auto& i : doc.issues)
+      if (i.severity == Severity::kWarning) warnings->push_back(i);
   if (!doc.ok()) {
     size_t n = std::count_if(doc.issues.begin(), doc.issues.end(),
                              [](const Issue& i) { return i.severity == Severity::kError; });

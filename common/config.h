@@ -45,9 +45,14 @@ struct Issue {
 struct Document {
   Json value;
   std::map<std::string, Location> locations;  // key path -> where it was written
-  std::vector<Issue> issues;                  // errors (and nothing else) from resolution
+  std::vector<Issue> issues;                  // errors and warnings from resolution
+  std::vector<std::string> preset;            // keys presets/builtin.yaml set (built-in model only)
   bool ok() const;
 };
+
+// The built-in model's tuned values (templates/presets/builtin.yaml): with
+// actor_rollout_ref.model.path null they replace the defaults of the keys no layer sets.
+const Json& builtin_preset();
 
 // The embedded defaults (= the schema) of a kind.
 const Json& defaults(Kind kind);
@@ -62,16 +67,22 @@ Document resolve(Kind kind, const std::string& file, const std::vector<std::stri
 Document resolve_text(Kind kind, const std::string& yaml, const std::string& file,
                       const std::vector<std::string>& overrides);
 
-// resolve() that throws verl::Error(kInvalidConfig) listing every issue.
-Json load(Kind kind, const std::string& file, const std::vector<std::string>& overrides);
-inline Json load_job(const std::string& file, const std::vector<std::string>& overrides) {
-  return load(Kind::kJob, file, overrides);
+// resolve() that throws verl::Error(kInvalidConfig) listing every error; warnings (verl keys
+// accepted and ignored, ...) are appended to *warnings when given.
+Json load(Kind kind, const std::string& file, const std::vector<std::string>& overrides,
+          std::vector<Issue>* warnings = nullptr);
+inline Json load_job(const std::string& file, const std::vector<std::string>& overrides,
+                     std::vector<Issue>* warnings = nullptr) {
+  return load(Kind::kJob, file, overrides, warnings);
 }
 inline Json load_cluster(const std::string& file, const std::vector<std::string>& overrides) {
   return load(Kind::kCluster, file, overrides);
 }
 // The embedded default job, resolved (interpolated), as the trainer receives it.
 Json default_job();
+
+// YAML text to a tree by YAML 1.2 core-schema inference (no schema): embedded tables use it.
+Json parse_yaml_json(const std::string& text);
 
 // "a.b.c" lookups into a tree; nullptr when absent.
 const Json* find(const Json& root, std::string_view path);

@@ -30,6 +30,7 @@ Rule choice(const std::string& path, std::vector<std::string> c) { Rule r; r.pat
 Rule nullable(const std::string& path, Type t, std::optional<double> lo = std::nullopt) {
   Rule r; r.path = path; r.type = t; r.nullable = true; r.min = lo; return r;
 }
+Rule typed(const std::string& path, Type t, double lo) { Rule r; r.path = path; r.type = t; r.min = lo; return r; }
 Rule list_of(const std::string& path, Type element) { Rule r; r.path = path; r.type = Type::kList; r.element = element; return r; }
 
 const std::vector<std::string> kDevices = {"auto", "cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3",
@@ -44,7 +45,8 @@ std::vector<Rule> job_rules() {
       positive("data.max_prompt_length"),
       positive("data.max_response_length"),
       positive("data.train_batch_size"),
-      positive("data.val_batch_size"),
+      nullable("data.val_batch_size", Type::kInt, 1),
+      nullable("data.seed", Type::kInt),
       choice("data.builtin.task", {"arithmetic", "countdown"}),
       positive("data.builtin.train_size"),
       positive("data.builtin.val_size"),
@@ -60,7 +62,7 @@ std::vector<Rule> job_rules() {
       positive("actor_rollout_ref.model.max_position_embeddings"),
       choice("actor_rollout_ref.actor.device", kDevices),
       positive("actor_rollout_ref.actor.ppo_mini_batch_size"),
-      positive("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+      nullable("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", Type::kInt, 1),
       positive("actor_rollout_ref.actor.ppo_epochs"),
       range("actor_rollout_ref.actor.clip_ratio", 0, 10),
       range("actor_rollout_ref.actor.clip_ratio_low", 0, 10),
@@ -76,24 +78,24 @@ std::vector<Rule> job_rules() {
       range("actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", 0, 1),
       at_least("actor_rollout_ref.actor.optim.weight_decay", 0),
       list_of("actor_rollout_ref.actor.optim.betas", Type::kFloat),
-      choice("actor_rollout_ref.rollout.name", {"native"}),
+      choice("actor_rollout_ref.rollout.name", {"native", "vllm", "sglang", "hf"}),
       positive("actor_rollout_ref.rollout.n"),
       at_least("actor_rollout_ref.rollout.temperature", 0),
       at_least("actor_rollout_ref.rollout.top_k", -1),
       range("actor_rollout_ref.rollout.top_p", 0, 1),
       range("actor_rollout_ref.rollout.gpu_memory_utilization", 0.05, 1),
       positive("actor_rollout_ref.rollout.tensor_model_parallel_size"),
-      positive("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"),
+      nullable("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", Type::kInt, 1),
       at_least("actor_rollout_ref.rollout.val_kwargs.temperature", 0),
       at_least("actor_rollout_ref.rollout.val_kwargs.top_k", -1),
       range("actor_rollout_ref.rollout.val_kwargs.top_p", 0, 1),
       positive("actor_rollout_ref.rollout.val_kwargs.n"),
       choice("actor_rollout_ref.ref.device", kDevices),
-      positive("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"),
+      nullable("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", Type::kInt, 1),
       choice("critic.device", kDevices),
-      positive("critic.ppo_mini_batch_size"),
-      positive("critic.ppo_micro_batch_size_per_gpu"),
-      positive("critic.ppo_epochs"),
+      typed("critic.ppo_mini_batch_size", Type::kInt, 1),
+      nullable("critic.ppo_micro_batch_size_per_gpu", Type::kInt, 1),
+      typed("critic.ppo_epochs", Type::kInt, 1),
       at_least("critic.cliprange_value", 0),
       choice("critic.loss_agg_mode", kLossAgg),
       at_least("critic.grad_clip", 0),
@@ -116,7 +118,7 @@ std::vector<Rule> job_rules() {
       choice("trainer.device", {"auto", "cpu", "cuda"}),
       positive("trainer.total_epochs"),
       nullable("trainer.total_training_steps", Type::kInt, 1),
-      nullable("trainer.sft_warmup_steps", Type::kInt, 0),
+      at_least("trainer.sft_warmup_steps", 0),
       at_least("trainer.critic_warmup", 0),
       at_least("trainer.test_freq", -1),
       at_least("trainer.save_freq", -1),
@@ -284,15 +286,20 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
          "num_attention_heads " + std::to_string(heads) + " is not a multiple of num_key_value_heads " + std::to_string(kv),
          "grouped-query attention shares each key/value head among a whole group of query heads");
   const long long ctx = geti(root, "data.max_prompt_length") + geti(root, "data.max_response_length");
-  if (ctx > geti(root, "actor_rollout_ref.model.max_position_embeddings"))
+  const Json* model_path = find(root, "actor_rollout_ref.model.path");
+  if ((!model_path || model_path->is_null()) && ctx > geti(root, "actor_rollout_ref.model.max_position_embeddings"))
     fail("actor_rollout_ref.model.max_position_embeddings",
          "max_prompt_length + max_response_length = " + std::to_string(ctx) + " exceeds max_position_embeddings " +
              std::to_string(geti(root, "actor_rollout_ref.model.max_position_embeddings")),
          "raise max_position_embeddings or shorten the prompt/response lengths");
+  // verl's rollout TP splits the vLLM engine across GPUs; it changes memory, not results. verlctl's
+  // rollout is one replica per rank, so the key is accepted with a warning (verl's default is 2).
   if (geti(root, "actor_rollout_ref.rollout.tensor_model_parallel_size") > 1)
-    fail("actor_rollout_ref.rollout.tensor_model_parallel_size",
-         "tensor parallelism is not in the embedded trainer: every rank holds the whole model",
-         "set actor_rollout_ref.rollout.tensor_model_parallel_size=1 and scale out with trainer.n_gpus_per_node (data parallel)");
+    issues.push_back({Severity::kWarning, "actor_rollout_ref.rollout.tensor_model_parallel_size",
+                      "accepted and ignored: verlctl's rollout is not tensor-parallel yet; every rank generates with "
+                      "the whole model (results are the same, memory is not)",
+                      "set it to 1 to silence this; scale out with trainer.n_gpus_per_node (data parallel)",
+                      loc("actor_rollout_ref.rollout.tensor_model_parallel_size")});
   const Json* mode = find(root, "trainer.resume_mode");
   const Json* rpath = find(root, "trainer.resume_from_path");
   if (mode && *mode == "resume_path" && (!rpath || rpath->is_null()))

@@ -110,9 +110,9 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   d.max_response_length = get<int64_t>(c, "data.max_response_length");
   d.truncation = get<std::string>(c, "data.truncation");
   d.train_batch_size = get<int64_t>(c, "data.train_batch_size");
-  d.val_batch_size = get<int64_t>(c, "data.val_batch_size");
+  d.val_batch_size = get_nullable<int64_t>(c, "data.val_batch_size").value_or(kWholeBatch);
   d.shuffle = get<bool>(c, "data.shuffle");
-  d.seed = get<int64_t>(c, "data.seed");
+  d.seed = get_nullable<int64_t>(c, "data.seed").value_or(get<int64_t>(c, "trainer.seed"));
   d.builtin.task = get<std::string>(c, "data.builtin.task");
   d.builtin.train_size = get<int64_t>(c, "data.builtin.train_size");
   d.builtin.val_size = get<int64_t>(c, "data.builtin.val_size");
@@ -138,7 +138,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   const std::string ap = "actor_rollout_ref.actor";
   a.device = get<std::string>(c, ap + ".device");
   a.ppo_mini_batch_size = get<int64_t>(c, ap + ".ppo_mini_batch_size");
-  a.ppo_micro_batch_size_per_gpu = get<int64_t>(c, ap + ".ppo_micro_batch_size_per_gpu");
+  a.ppo_micro_batch_size_per_gpu = get_nullable<int64_t>(c, ap + ".ppo_micro_batch_size_per_gpu").value_or(kWholeBatch);
   a.ppo_epochs = get<int64_t>(c, ap + ".ppo_epochs");
   a.shuffle = get<bool>(c, ap + ".shuffle");
   a.clip_ratio_low = get<double>(c, ap + ".clip_ratio_low");
@@ -157,20 +157,20 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   r.name = get<std::string>(c, rp + ".name");
   r.sampling = read_sampling(c, rp);
   r.seed = get<int64_t>(c, rp + ".seed");
-  r.log_prob_micro_batch_size_per_gpu = get<int64_t>(c, rp + ".log_prob_micro_batch_size_per_gpu");
+  r.log_prob_micro_batch_size_per_gpu = get_nullable<int64_t>(c, rp + ".log_prob_micro_batch_size_per_gpu").value_or(kWholeBatch);
   r.val = read_sampling(c, rp + ".val_kwargs");
   r.gpu_memory_utilization = get<double>(c, rp + ".gpu_memory_utilization");
 
   j.ref.device = get<std::string>(c, "actor_rollout_ref.ref.device");
   j.ref.log_prob_micro_batch_size_per_gpu =
-      get<int64_t>(c, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu");
+      get_nullable<int64_t>(c, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu").value_or(kWholeBatch);
 
   auto& cr = j.critic;
   cr.model_path = get_nullable<std::string>(c, "critic.model.path");
   if (!cr.model_path) cr.model_path = j.model.path;
   cr.device = get<std::string>(c, "critic.device");
   cr.ppo_mini_batch_size = get<int64_t>(c, "critic.ppo_mini_batch_size");
-  cr.ppo_micro_batch_size_per_gpu = get<int64_t>(c, "critic.ppo_micro_batch_size_per_gpu");
+  cr.ppo_micro_batch_size_per_gpu = get_nullable<int64_t>(c, "critic.ppo_micro_batch_size_per_gpu").value_or(kWholeBatch);
   cr.ppo_epochs = get<int64_t>(c, "critic.ppo_epochs");
   cr.cliprange_value = get<double>(c, "critic.cliprange_value");
   cr.loss_agg_mode = get<std::string>(c, "critic.loss_agg_mode");
@@ -203,9 +203,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   t.seed = get<int64_t>(c, "trainer.seed");
   t.total_epochs = get<int64_t>(c, "trainer.total_epochs");
   t.total_training_steps = get_nullable<int64_t>(c, "trainer.total_training_steps");
-  // The built-in model is tuned to start from a supervised warm start; an HF model is already a
-  // language model and gets verl's behaviour, which has none.
-  t.sft_warmup_steps = get_nullable<int64_t>(c, "trainer.sft_warmup_steps").value_or(j.model.path ? 0 : 95);
+  t.sft_warmup_steps = get<int64_t>(c, "trainer.sft_warmup_steps");
   t.sft_lr = get<double>(c, "trainer.sft_lr");
   t.critic_warmup = get<int64_t>(c, "trainer.critic_warmup");
   t.test_freq = get<int64_t>(c, "trainer.test_freq");
@@ -232,7 +230,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
           "must divide num_attention_heads");
   require((m.hidden_size / m.num_attention_heads) % 2 == 0, mp + ".hidden_size",
           "must give an even head dim (rotary embeddings)");
-  require(d.max_prompt_length + d.max_response_length <= m.max_position_embeddings,
+  require(m.path || d.max_prompt_length + d.max_response_length <= m.max_position_embeddings,
           mp + ".max_position_embeddings",
           "must be >= data.max_prompt_length + data.max_response_length");
   require(d.truncation == "error" || d.truncation == "left" || d.truncation == "right",

@@ -14,6 +14,9 @@
 
 namespace verl::trainer {
 
+// A null micro-batch or validation batch size (verl's default): the whole batch at once.
+inline constexpr int64_t kWholeBatch = int64_t{1} << 30;
+
 struct OptimConfig {
   double lr = 1e-3;
   int64_t lr_warmup_steps = -1;        // -1: derived from lr_warmup_steps_ratio
