@@ -204,7 +204,8 @@ ValidationResult PpoTrainer::validate() {
   // refuses a data_source without a reward function before any generation.
   std::map<std::string, std::pair<double, double>> sums;  // source -> (sum, count)
   std::map<std::string, rewards::Score> shape;             // source -> the reward's fields
-  for (const auto& row : val_) {
+  for (size_t i = 0; i < val_.size(); ++i) {
+    const auto& row = val_[i];
     sums[row.example.data_source] = {0.0, 0.0};
     if (!shape.count(row.example.data_source)) {
       shape[row.example.data_source] = rewards::score(row.example.data_source, "", row.example.ground_truth);
