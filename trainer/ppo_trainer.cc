@@ -19,6 +19,7 @@
 #include "trainer/parallel_strategy.h"
 #include "trainer/ref_worker.h"
 #include "trainer/rewards.h"
+#include "trainer/val_metrics.h"
 
 namespace verl::trainer {
 namespace {
@@ -198,14 +199,24 @@ ValidationResult PpoTrainer::validate() {
   opt.stop_token_ids = stop_ids();
   opt.pad_token_id = tokenizer_->pad_id();
   sync_rollout_weights(nullptr);
-  // Every rank knows every data source, so metric keys agree across ranks.
+  // Every rank knows every data source, so metric keys agree across ranks. One score of an
+  // empty response per source gives the reward's fields (math_dapo's score, acc, pred) and
+  // refuses a data_source without a reward function before any generation.
   std::map<std::string, std::pair<double, double>> sums;  // source -> (sum, count)
-  for (size_t i = 0; i < val_.size(); ++i) sums[val_[i].example.data_source] = {0.0, 0.0};
+  std::map<std::string, rewards::Score> shape;             // source -> the reward's fields
+  for (size_t i = 0; i < val_.size(); ++i) {
+    const auto& row = val_[i];
+    sums[row.example.data_source] = {0.0, 0.0};
+    if (!shape.count(row.example.data_source)) {
+      shape[row.example.data_source] = rewards::score(row.example.data_source, "", row.example.ground_truth);
+    }
+  }
   const int64_t w = strategy_->dp_size(), r = strategy_->dp_rank();
   std::vector<int64_t> mine;
   for (int64_t i = r; i < static_cast<int64_t>(val_.size()); i += w) mine.push_back(i);
   const int64_t n = std::max<int64_t>(1, vk.n);
   const int64_t chunk = std::max<int64_t>(1, config_.data.val_batch_size / w);
+  std::vector<val_metrics::Sample> samples;  // verl's reward_extra_infos_dict, one row per response
   int64_t shown = 0;
   for (size_t start = 0; start < mine.size(); start += static_cast<size_t>(chunk)) {
     const size_t end = std::min(mine.size(), start + static_cast<size_t>(chunk));
@@ -228,31 +239,69 @@ ValidationResult PpoTrainer::validate() {
       std::vector<int64_t> ids;
       for (int64_t j = 0; j < batch.response_lengths[i]; ++j) ids.push_back(ra[static_cast<int64_t>(i)][j]);
       const std::string text = tokenizer_->decode(ids, true);
-      const double score = rewards::compute_score(row.example.data_source, text, row.example.ground_truth);
+      const auto sc = rewards::score(row.example.data_source, text, row.example.ground_truth);
       auto& s = sums[row.example.data_source];
-      s.first += score;
+      s.first += sc.score;
       s.second += 1;
+      // verl's "reward" is the float32 reward tensor summed over the response: 0.1 reads
+      // 0.10000000149011612 there, so here too.
+      val_metrics::Sample sample{row.example.data_source, std::to_string(rows[i]),
+                                 {{"reward", static_cast<double>(static_cast<float>(sc.score))}}, sc.pred};
+      for (const auto& [k, v] : sc.extra) sample.vars.emplace_back(k, v);
+      samples.push_back(std::move(sample));
       if (r == 0 && shown < 3) {
-        log::Debug() << "val sample: " << row.example.prompt << " -> " << text << " (score " << score << ")";
+        log::Debug() << "val sample: " << row.example.prompt << " -> " << text << " (score " << sc.score << ")";
         ++shown;
       }
     }
   }
+  // verl's metrics per prompt here, on the rank that generated its n responses; their mean over
+  // all prompts through sums and counts, as the same keys on every rank.
+  const auto per_prompt = val_metrics::per_prompt_metrics(samples);
   MetricMap red;
   for (const auto& [src, s] : sums) {
     red["val_sum/" + src] = s.first;
     red["val_count/" + src] = s.second;
+    const auto& sh = shape[src];
+    std::vector<std::string> vars = {"reward"};
+    for (const auto& [k, v] : sh.extra) vars.push_back(k);
+    for (const auto& var : vars) {
+      for (const auto& name : val_metrics::metric_names(n, sh.pred.has_value())) {
+        const std::string key = src + "/" + var + "/" + name;
+        double sum = 0, count = 0;
+        if (auto a = per_prompt.find(src); a != per_prompt.end()) {
+          if (auto b = a->second.find(var); b != a->second.end()) {
+            if (auto c = b->second.find(name); c != b->second.end()) {
+              sum = val_metrics::numpy_sum(c->second);
+              count = static_cast<double>(c->second.size());
+            }
+          }
+        }
+        red["val_prompt_sum/" + key] = sum;
+        red["val_prompt_count/" + key] = count;
+      }
+    }
   }
   strategy_->reduce_metrics(red);  // means of sums: the ratios below are the global ones
   double total = 0, count = 0;
+  val_metrics::Metrics by_prompt;
   for (const auto& [src, s] : sums) {
     const double sum = red["val_sum/" + src], cnt = red["val_count/" + src];
-    const double mean = cnt > 0 ? sum / cnt : 0.0;
-    res.by_source[src] = mean;
-    res.metrics["val-core/" + src + "/reward/mean@" + std::to_string(n)] = mean;
+    res.by_source[src] = cnt > 0 ? sum / cnt : 0.0;
     total += sum;
     count += cnt;
+    const auto& sh = shape[src];
+    std::vector<std::string> vars = {"reward"};
+    for (const auto& [k, v] : sh.extra) vars.push_back(k);
+    for (const auto& var : vars) {
+      for (const auto& name : val_metrics::metric_names(n, sh.pred.has_value())) {
+        const std::string key = src + "/" + var + "/" + name;
+        const double c = red["val_prompt_count/" + key];
+        if (c > 0) by_prompt[src][var][name] = red["val_prompt_sum/" + key] / c;
+      }
+    }
   }
+  for (const auto& [k, v] : val_metrics::metric_dict(by_prompt)) res.metrics[k] = v;
   res.score = count > 0 ? total / count : 0.0;
   res.samples = static_cast<int64_t>(std::llround(count * static_cast<double>(w)));
   res.metrics["val/score/mean"] = res.score;

@@ -45,7 +45,7 @@ struct ValidationResult {
   double score = 0;                          // mean reward over the whole held-out set
   std::map<std::string, double> by_source;   // data_source -> mean reward
   int64_t samples = 0;
-  MetricMap metrics;                         // val-core/<source>/reward/mean@1, val/score/mean
+  MetricMap metrics;                         // verl's val-core/val-aux families (val_metrics.h), val/score/mean
 };
 
 struct FitResult {

@@ -75,7 +75,7 @@ Example make_countdown(Rng& rng, const BuiltinDataConfig& c) {
     for (size_t i = 0; i < nums.size(); ++i) prompt += (i ? "," : "") + std::to_string(nums[i]);
     prompt += ">" + std::to_string(total) + ":";
     nlohmann::json gt = {{"target", total}, {"numbers", nums}};
-    return Example{prompt, "countdown", gt, expr};
+    return Example{prompt, "verlctl/countdown", gt, expr};
   }
 }
 

@@ -1,7 +1,9 @@
 // The built-in verifiable tasks, generated deterministically from data.seed, and the Example
 // row that every data source (built-in or JSONL) becomes:
 //   arithmetic  "12+34=" -> "46"            (data.builtin.digits per number, num_operands terms)
-//   countdown   "3,7,25>46:" -> "3*7+25"     (reach the target with each number used once)
+//   countdown   "3,7,25>46:" -> "3*7+25"     (reach the target with each number used once;
+//                                            data_source "verlctl/countdown": the bare
+//                                            expression, not TinyZero's <answer> tags)
 // The held-out split is drawn first and the training split never repeats one of its prompts,
 // so validation measures generalisation, not memorisation. Same config -> same examples on
 // every platform (own RNG arithmetic, no std::uniform_*_distribution).
