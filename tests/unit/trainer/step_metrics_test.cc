@@ -19,7 +19,7 @@ DataMetricsInput three_rows() {
   in.token_level_scores.index_put_({1, 1}, 0.5);
   in.token_level_rewards = in.token_level_scores - 0.125 * in.response_mask;  // a KL penalty per token
   in.advantages = torch::tensor({1, 2, 3, 4, -5, 6, 99, 99, 99, 99, 99, 99}, torch::kFloat32).reshape({3, 4});
-  in.returns = torch::tensor({0.5, 1, 1, 1, 2, -1, 99, 99, 99, 99, 99, 99}, torch::kFloat32).reshape({3, 4});
+  in.returns = torch::tensor({0.5, 1.0, 1.0, 1.0, 2.0, -1.0, 99.0, 99.0, 99.0, 99.0, 99.0, 99.0}, torch::kFloat32).reshape({3, 4});
   in.values = torch::tensor({0, 0, 0, 0, 3, 0, -99, 0, 0, 0, 0, 0}, torch::kFloat32).reshape({3, 4});
   in.prompt_lengths = {8, 3, 8};
   in.max_prompt_length = 8;
