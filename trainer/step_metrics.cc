@@ -114,7 +114,8 @@ void add_memory_metrics(MetricMap& metrics, const torch::Device& device) {
 #if VERL_TORCH_HAS_CUDA
   if (device.is_cuda()) {
     try {
-      const int index = device.has_index() ? device.index() : 0;
+      // libtorch 1.13 takes an int, 2.x a DeviceIndex: this converts to either.
+      const c10::DeviceIndex index = device.has_index() ? device.index() : 0;
       const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
       allocated = static_cast<double>(stats.allocated_bytes[0].peak);  // [0]: StatType::AGGREGATE
       reserved = static_cast<double>(stats.reserved_bytes[0].peak);
