@@ -763,17 +763,28 @@ void check_rules(Kind kind, const Json& node, const std::string& path,
       check_rules(kind, it.value(), join(path, it.key()), where, issues);
     return;
   }
-  if (node.is_array()) {
-    for (size_t i = 0; i < node.size(); ++i)
-      if (node[i].is_object()) check_rules(kind, node[i], path + "[" + std::to_string(i) + "]", where, issues);
-    return;
-  }
   const schema::Rule* r = schema::find_rule(kind, path);
-  if (!r) return;
   auto loc = [&] {
     auto w = where.find(path);
     return w == where.end() ? Location{} : w->second;
   };
+  if (node.is_array()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      if (node[i].is_object()) check_rules(kind, node[i], path + "[" + std::to_string(i) + "]", where, issues);
+      // A list of names (trainer.logger): each one must be a choice.
+      if (r && node[i].is_string() && !r->choices.empty() &&
+          std::find(r->choices.begin(), r->choices.end(), node[i].get<std::string>()) == r->choices.end()) {
+        std::string list;
+        for (const auto& c : r->choices) list += (list.empty() ? "" : ", ") + c;
+        std::string guess = closest(r->choices, node[i].get<std::string>());
+        issues.push_back({Severity::kError, path + "[" + std::to_string(i) + "]",
+                          "'" + node[i].get<std::string>() + "' is not one of: " + list,
+                          guess.empty() ? "" : "did you mean '" + guess + "'?", loc()});
+      }
+    }
+    return;
+  }
+  if (!r) return;
   if (node.is_number()) {
     const double v = node.get<double>();
     if ((r->min && v < *r->min) || (r->max && v > *r->max)) {

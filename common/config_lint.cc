@@ -3,6 +3,8 @@
 // is still valid.
 #include <cstdlib>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "common/config.h"
 
@@ -98,6 +100,20 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
     warn("env.TOKENIZERS_PARALLELISM", "is '" + tp_env + "': tokenizer threads inside forked data workers deadlock "
                                        "or oversubscribe the CPUs",
          "set TOKENIZERS_PARALLELISM=false (verlctl sets it for its ranks unless the spec's env says otherwise)");
+  }
+  // 7. verl's service loggers: the trainer skips them (trainer/tracking.h), metrics.jsonl stays.
+  if (const Json* lg = find(job, "trainer.logger")) {
+    std::vector<std::string> names;
+    if (lg->is_string()) names.push_back(lg->get<std::string>());
+    if (lg->is_array())
+      for (const auto& e : *lg)
+        if (e.is_string()) names.push_back(e.get<std::string>());
+    for (const auto& name : names) {
+      if (name == "console" || name == "file" || name == "tensorboard") continue;
+      warn("trainer.logger", "'" + name + "' needs a service or Python client that the trainer does not have: "
+                             "it is skipped (metrics still go to metrics.jsonl)",
+           "use console, file (verl's JSON lines) or tensorboard (event files)");
+    }
   }
   return out;
 }

@@ -32,6 +32,8 @@ Rule nullable(const std::string& path, Type t, std::optional<double> lo = std::n
 }
 Rule typed(const std::string& path, Type t, double lo) { Rule r; r.path = path; r.type = t; r.min = lo; return r; }
 Rule list_of(const std::string& path, Type element) { Rule r; r.path = path; r.type = Type::kList; r.element = element; return r; }
+// One name or a list of names, each one of choices.
+Rule strings_of(const std::string& path, std::vector<std::string> c) { Rule r; r.path = path; r.type = Type::kStrings; r.choices = std::move(c); return r; }
 
 const std::vector<std::string> kDevices = {"auto", "cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3",
                                            "cuda:4", "cuda:5", "cuda:6", "cuda:7"};
@@ -112,7 +114,8 @@ std::vector<Rule> job_rules() {
       at_least("algorithm.kl_ctrl.kl_coef", 0),
       positive("algorithm.kl_ctrl.horizon"),
       at_least("algorithm.kl_ctrl.target_kl", 0),
-      list_of("trainer.logger", Type::kString),
+      strings_of("trainer.logger", {"wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console", "clearml",
+                                    "trackio", "file", "tracking"}),  // verl's names: trainer/tracking.h
       positive("trainer.nnodes"),
       positive("trainer.n_gpus_per_node"),
       choice("trainer.device", {"auto", "cpu", "cuda"}),

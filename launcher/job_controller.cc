@@ -102,10 +102,8 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
       error->issues = doc.issues;
       return std::nullopt;
     }
-    // The head's metrics are the rows rank 0 writes to its metrics file, so the file logger is
-    // always on; where the file goes stays the job's own choice (metrics_path()).
-    Json& logger = doc.value["trainer"]["logger"];
-    if (std::find(logger.begin(), logger.end(), Json("file")) == logger.end()) logger.push_back("file");
+    // The head's metrics are the rows rank 0 writes to its metrics file, which the trainer writes
+    // whatever trainer.logger says; where it goes stays the job's own choice (metrics_path()).
     job.config = doc.value;
     job.nnodes = config::find(job.config, "trainer.nnodes")->get<int>();
     job.n_gpus_per_node = config::find(job.config, "trainer.n_gpus_per_node")->get<int>();

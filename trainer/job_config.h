@@ -137,7 +137,7 @@ struct AlgorithmConfig {
 struct TrainerLoopConfig {
   std::string project_name = "verlctl";
   std::string experiment_name = "default";
-  std::vector<std::string> logger = {"console", "file"};
+  std::vector<std::string> logger = {"console"};
   std::string device = "auto";
   int64_t seed = 1;
   int64_t total_epochs = 1;
@@ -152,6 +152,10 @@ struct TrainerLoopConfig {
   std::optional<std::string> resume_from_path;
   std::string default_local_dir = "checkpoints";
   std::optional<std::string> metrics_file;
+
+  // Where rank 0 writes metrics.jsonl, whatever trainer.logger says (launcher/job_controller.cc's
+  // metrics_path() computes the same from the config).
+  std::string metrics_path() const { return metrics_file.value_or(default_local_dir + "/metrics.jsonl"); }
 };
 
 struct JobConfig {

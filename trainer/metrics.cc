@@ -1,52 +1,15 @@
 #include "trainer/metrics.h"
 
-#include <nlohmann/json.hpp>
-
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
-#include <system_error>
 
-#include "common/error.h"
 #include "common/log.h"
+#include "trainer/tracking.h"
 
 namespace verl::trainer {
-namespace fs = std::filesystem;
 namespace {
-
-Error cannot_write(const std::string& path, const std::string& why) {
-  return Error{ExitCode::kFailure, "metrics: cannot write " + path + ": " + why,
-               "check trainer.metrics_file / trainer.default_local_dir"};
-}
-
-// Keeps the lines of an existing JSONL whose step is <= last_step (a resumed run redoes the
-// rest); rewrites the file through a temp file + rename so a crash cannot lose the kept part.
-void truncate_after(const std::string& path, int64_t last_step) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::ostringstream kept;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    try {
-      auto js = nlohmann::json::parse(line);
-      if (js.value("step", int64_t{-1}) <= last_step) kept << line << '\n';
-    } catch (const std::exception&) {
-      // A torn last line from a crash: drop it.
-    }
-  }
-  in.close();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept.str();
-    if (!out) throw cannot_write(tmp, "stream error");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw cannot_write(path, ec.message());
-}
 
 std::string label_of(const std::string& key) {
   // critic/score/mean -> score; actor/pg_loss -> pg_loss; val/score/mean -> val_score
@@ -89,21 +52,18 @@ std::string format_metric_value(double value) {
 
 MetricsRecorder::MetricsRecorder(MetricsOptions options) : options_(std::move(options)) {
   last_record_ = std::chrono::steady_clock::now();
-  if (options_.jsonl_path.empty()) return;
-  std::error_code ec;
-  const fs::path parent = fs::path(options_.jsonl_path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
-  if (ec) throw cannot_write(options_.jsonl_path, ec.message());
-  auto mode = std::ios::out;
-  if (options_.resume_from_step >= 0) {
-    truncate_after(options_.jsonl_path, options_.resume_from_step);
-    mode |= std::ios::app;
-  } else {
-    mode |= std::ios::trunc;
-  }
-  file_.open(options_.jsonl_path, mode);
-  if (!file_) throw cannot_write(options_.jsonl_path, "cannot open");
+  const int64_t resume = options_.resume_from_step;
+  if (!options_.jsonl_path.empty())
+    sinks_.push_back(std::make_unique<JsonLinesLogger>(options_.jsonl_path, JsonLinesLogger::Format::kFlat,
+                                                       resume, "metrics"));
+  if (!options_.verl_file_path.empty())
+    sinks_.push_back(std::make_unique<JsonLinesLogger>(options_.verl_file_path, JsonLinesLogger::Format::kVerl,
+                                                       resume, "file logger"));
+  if (!options_.tensorboard_dir.empty())
+    sinks_.push_back(std::make_unique<TensorboardLogger>(options_.tensorboard_dir, resume));
 }
+
+MetricsRecorder::~MetricsRecorder() = default;
 
 std::string MetricsRecorder::progress_line(int64_t step, const MetricMap& metrics,
                                            double seconds_per_step) const {
@@ -148,20 +108,7 @@ void MetricsRecorder::record(int64_t step, const MetricMap& metrics) {
     if (it != metrics.end()) per_step = it->second;
   }
 
-  if (file_.is_open()) {
-    nlohmann::json js = nlohmann::json::object();
-    js["step"] = step;
-    for (const auto& [k, v] : metrics) {
-      if (std::isfinite(v)) {
-        js[k] = v;
-      } else {
-        js[k] = nullptr;
-      }
-    }
-    file_ << js.dump() << '\n';
-    file_.flush();
-    if (!file_) throw cannot_write(options_.jsonl_path, "stream error");
-  }
+  for (auto& sink : sinks_) sink->log(step, metrics);
   if (options_.console) log::Info() << progress_line(step, metrics, per_step);
 }
 

@@ -19,6 +19,8 @@
 #include "trainer/parallel_strategy.h"
 #include "trainer/ref_worker.h"
 #include "trainer/rewards.h"
+#include "trainer/step_metrics.h"
+#include "trainer/tracking.h"
 #include "trainer/val_metrics.h"
 
 namespace verl::trainer {
@@ -145,7 +147,7 @@ void PpoTrainer::sync_rollout_weights(MetricMap* m) {
   const auto t0 = std::chrono::steady_clock::now();
   rollout_->load_weights(actor_->weights());
   rollout_stale_ = false;
-  if (m) (*m)["timing_s/update_weights"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (m) (*m)["timing_s/update_weights"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void PpoTrainer::record(int64_t step, const MetricMap& m) {
@@ -155,19 +157,25 @@ void PpoTrainer::record(int64_t step, const MetricMap& m) {
 void PpoTrainer::start_recorder(int64_t total, int64_t resume_from_step, std::vector<std::string> console_keys) {
   if (!strategy_->is_rank0()) return;
   const auto& t = config_.trainer;
-  auto has = [&](const char* logger) { return std::find(t.logger.begin(), t.logger.end(), logger) != t.logger.end(); };
+  const auto plan = plan_tracking(t.logger, t.project_name, t.experiment_name, process_env());
   MetricsOptions mo;
-  if (has("file")) mo.jsonl_path = t.metrics_file.value_or(t.default_local_dir + "/metrics.jsonl");
-  mo.console = has("console");
+  // Always: `verlctl logs`, the head and the dashboard read it, whatever trainer.logger says.
+  mo.jsonl_path = t.metrics_path();
+  mo.verl_file_path = plan.verl_file_path;
+  mo.tensorboard_dir = plan.tensorboard_dir;
+  mo.console = plan.console;
   mo.total_steps = total;
   mo.resume_from_step = resume_from_step;
   if (!console_keys.empty()) mo.console_keys = std::move(console_keys);
+  for (const auto& name : plan.skipped) log::Warn() << skipped_logger_warning(name, mo.jsonl_path);
   recorder_ = std::make_unique<MetricsRecorder>(mo);
+  if (!plan.verl_file_path.empty()) log::Info() << "file logger: " << plan.verl_file_path;
+  if (!plan.tensorboard_dir.empty()) log::Info() << "tensorboard: " << plan.tensorboard_dir;
 }
 
-void PpoTrainer::maybe_save(int64_t step, bool force) {
+bool PpoTrainer::maybe_save(int64_t step, bool force) {
   const int64_t freq = config_.trainer.save_freq;
-  if (!force && (freq <= 0 || step % freq != 0)) return;
+  if (!force && (freq <= 0 || step % freq != 0)) return false;
   CheckpointParts parts;
   actor_->add_to(parts);
   if (critic_) critic_->add_to(parts);
@@ -186,6 +194,7 @@ void PpoTrainer::maybe_save(int64_t step, bool force) {
                  {"sft_cursor", sft_sampler_->state().cursor}};
   const auto dir = ckpt_->save(parts, state);
   if (strategy_->is_rank0()) log::Info() << "checkpoint: saved " << dir;
+  return true;
 }
 
 // ---------------------------------------------------------------- validation
@@ -467,38 +476,44 @@ MetricMap PpoTrainer::train_step(int64_t step) {
     for (const auto& [k, v] : actor_->update_policy(sb.rb, in, step, total_steps())) m[k] = v;
     rollout_stale_ = true;
   }
+  // Right after the update, as verl's update_weights, so that its time is this step's.
+  sync_rollout_weights(&m);
 
-  // verl's compute_data_metrics.
-  auto seq_rewards = sb.token_level_rewards.sum(-1);
-  m["critic/score/mean"] = item(sb.scores.mean());
-  m["critic/score/max"] = item(sb.scores.max());
-  m["critic/score/min"] = item(sb.scores.min());
-  m["critic/rewards/mean"] = item(seq_rewards.mean());
-  m["critic/advantages/mean"] = item(algos::masked_mean(sb.advantages, mask));
-  m["critic/advantages/max"] = item(sb.advantages.masked_select(mask > 0).max());
-  m["critic/advantages/min"] = item(sb.advantages.masked_select(mask > 0).min());
-  m["critic/returns/mean"] = item(algos::masked_mean(sb.returns, mask));
-  if (critic_) m["critic/values/mean"] = item(algos::masked_mean(sb.values, mask));
-  auto resp_len = mask.sum(-1);
-  const double width = static_cast<double>(sb.rb.response_width());
-  m["response_length/mean"] = item(resp_len.mean());
-  m["response_length/max"] = item(resp_len.max());
-  m["response_length/min"] = item(resp_len.min());
-  m["response_length/clip_ratio"] = item((resp_len >= width).to(torch::kFloat32).mean());
-  std::vector<double> plen(sb.rb.prompt_lengths.begin(), sb.rb.prompt_lengths.end());
-  m["prompt_length/mean"] = std::accumulate(plen.begin(), plen.end(), 0.0) / static_cast<double>(plen.size());
-  m["prompt_length/max"] = *std::max_element(plen.begin(), plen.end());
-  m["prompt_length/min"] = *std::min_element(plen.begin(), plen.end());
-  auto tokens = sb.rb.attention_mask.sum().to(torch::kFloat64).to(torch::kCPU).reshape({1});
+  // verl's compute_data_metrics, compute_timing_metrics and compute_throughout_metrics.
+  DataMetricsInput dm;
+  dm.token_level_scores = sb.token_level_scores;
+  dm.token_level_rewards = sb.token_level_rewards;
+  dm.advantages = sb.advantages;
+  dm.returns = sb.returns;
+  if (critic_) dm.values = sb.values;
+  dm.response_mask = mask;
+  dm.prompt_lengths = sb.rb.prompt_lengths;
+  dm.max_prompt_length = config_.data.max_prompt_length;
+  for (const auto& [k, v] : compute_data_metrics(dm)) m[k] = v;
+  torch::Tensor moments;
+  if (critic_) {
+    moments = explained_variance_moments(sb.returns, sb.values, mask);
+    strategy_->all_reduce_sum(moments);
+  }
+  // Global [prompt, response] token counts: timing per token and throughput are per batch.
+  const double prompt_tokens = std::accumulate(sb.rb.prompt_lengths.begin(), sb.rb.prompt_lengths.end(), 0.0);
+  auto tokens = torch::stack({torch::tensor(prompt_tokens, torch::kFloat64),
+                              mask.sum().to(torch::kCPU).to(torch::kFloat64)});
   strategy_->all_reduce_sum(tokens);
+  const double global_prompt = tokens[0].item<double>(), global_response = tokens[1].item<double>();
+  const double total_tokens = global_prompt + global_response;
   const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m["timing_s/step"] = step_s;
-  m["perf/total_num_tokens"] = tokens.item<double>();
-  m["perf/throughput"] = tokens.item<double>() / step_s / static_cast<double>(strategy_->dp_size());
+  m["perf/time_per_step"] = step_s;
+  m["perf/throughput"] = total_tokens / step_s / static_cast<double>(strategy_->dp_size());
+  add_memory_metrics(m, actor_device_);
   m["training/global_step"] = static_cast<double>(step);
   m["training/epoch"] = static_cast<double>(sampler_->state().epoch);
   strategy_->reduce_metrics(m);
-  m["perf/total_num_tokens"] = tokens.item<double>();  // a global sum already; keep it unaveraged
+  // Computed from global figures after the average, so that they are not averaged again.
+  add_timing_per_token(m, global_prompt, global_response);
+  if (critic_) m["critic/vf_explained_var"] = explained_variance(moments);
+  m["perf/total_num_tokens"] = total_tokens;
   return m;
 }
 
@@ -571,8 +586,11 @@ FitResult PpoTrainer::fit() {
       m["timing_s/testing"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - v0).count();
       out.val_scores.emplace_back(step, v.score);
     }
+    // Saved before the step is recorded, as verl does, so that its time is in the step's metrics.
+    const auto s0 = std::chrono::steady_clock::now();
+    if (maybe_save(step, last && t.save_freq > 0))
+      m["timing_s/save_checkpoint"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
     record(step, m);
-    maybe_save(step, last && t.save_freq > 0);
     out.last_metrics = m;
   }
   out.steps = global_step_;
@@ -630,8 +648,7 @@ void run_trainer(const nlohmann::json& config, bool sft_only) {
     log::Info() << "done: " << res.steps << " steps (no validation: trainer.test_freq and val_before_train are off)";
   }
   const auto& t = job.trainer;
-  const bool file = std::find(t.logger.begin(), t.logger.end(), "file") != t.logger.end();
-  if (file) log::Info() << "metrics: " << t.metrics_file.value_or(t.default_local_dir + "/metrics.jsonl");
+  log::Info() << "metrics: " << t.metrics_path();
   CheckpointManager ckpt(sft_only ? t.default_local_dir + "/sft" : t.default_local_dir, nullptr);
   if (auto latest = ckpt.latest_step())
     log::Info() << "checkpoints: " << ckpt.step_dir(*latest) << " (latest of " << t.default_local_dir << ")";

@@ -86,10 +86,11 @@ class PpoTrainer {
   // Hands the actor's weights to the rollout engine when the actor changed since the last sync.
   void sync_rollout_weights(MetricMap* m);
   int64_t total_steps() const;
-  void maybe_save(int64_t step, bool force);
+  bool maybe_save(int64_t step, bool force);  // true when it saved
   void record(int64_t step, const MetricMap& m);
-  // Rank 0 only: the metrics recorder for a run of total steps, after trainer.logger (file,
-  // console). Empty console_keys: the recorder's default progress-line keys.
+  // Rank 0 only: the metrics recorder for a run of total steps: metrics.jsonl always, and the
+  // loggers of trainer.logger (tracking.h); one warning per skipped service logger. Empty
+  // console_keys: the recorder's default progress-line keys.
   void start_recorder(int64_t total, int64_t resume_from_step, std::vector<std::string> console_keys);
   std::vector<int64_t> stop_ids() const;
   // Writes the actor as an HF directory into a checkpoint (empty for the built-in model).

@@ -44,6 +44,20 @@ TEST(Config, TypedOverrides) {
   EXPECT_EQ(job["trainer"]["default_local_dir"], "checkpoints/verlctl/2024");
 }
 
+// verl writes trainer.logger either way: logger=console and logger=['console','wandb'].
+TEST(Config, LoggerIsOneNameOrAListOfVerlsNames) {
+  EXPECT_EQ(load_job("", {"trainer.logger=console"})["trainer"]["logger"], "console");
+  EXPECT_EQ(load_job("", {"trainer.logger=[console,file,tensorboard,wandb]"})["trainer"]["logger"],
+            Json::array({"console", "file", "tensorboard", "wandb"}));
+  auto d = resolve(Kind::kJob, "", {"trainer.logger=[console,tensorbord]"});
+  ASSERT_FALSE(d.ok());
+  const Issue* i = issue_at(d, "trainer.logger[1]");
+  ASSERT_NE(i, nullptr);
+  EXPECT_NE(i->message.find("'tensorbord' is not one of: wandb, mlflow"), std::string::npos) << i->message;
+  EXPECT_EQ(i->hint, "did you mean 'tensorboard'?");
+  EXPECT_FALSE(resolve(Kind::kJob, "", {"trainer.logger=wandbb"}).ok());
+}
+
 TEST(Config, UnknownOverrideSuggestsTheKey) {
   auto d = resolve(Kind::kJob, "", {"trainer.nnode=2"});
   ASSERT_FALSE(d.ok());
@@ -83,7 +97,7 @@ TEST(Config, BrokenFileReportsEveryProblemWithLocation) {
   EXPECT_NE(temp->message.find("expected a number"), std::string::npos);
   EXPECT_NE(issue_at(d, "actor_rollout_ref.actor.clip_ratio"), nullptr);      // out of range
   EXPECT_NE(issue_at(d, "algorithm.adv_estimator"), nullptr);                 // not a choice
-  EXPECT_NE(issue_at(d, "trainer.logger"), nullptr);                          // not a list
+  EXPECT_NE(issue_at(d, "trainer.logger"), nullptr);                          // not a logger name
   EXPECT_GE(d.issues.size(), 5u);
 }
 

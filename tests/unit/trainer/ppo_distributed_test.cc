@@ -44,7 +44,7 @@ JobConfig small_job(const std::string& dir, std::vector<std::string> extra) {
       "data.builtin.val_size=16",
       "trainer.val_before_train=false",
       "trainer.test_freq=-1",
-      "trainer.logger=[file]",
+      "trainer.logger=[]",  // no console lines; metrics.jsonl is written anyway
       "trainer.default_local_dir=" + dir,
   };
   o.insert(o.end(), extra.begin(), extra.end());

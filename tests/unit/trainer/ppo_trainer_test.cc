@@ -62,12 +62,29 @@ TEST(PpoTrainer, SameSeedSameMetrics) {
   const auto a = run("det_a"), b = run("det_b");
   ASSERT_EQ(a.val_scores, b.val_scores);
   for (const auto& [k, v] : a.last_metrics) {
-    if (k.rfind("timing_s/", 0) == 0 || k.rfind("perf/", 0) == 0) continue;
+    if (k.rfind("timing_s/", 0) == 0 || k.rfind("timing_per_token_ms/", 0) == 0 || k.rfind("perf/", 0) == 0) continue;
     ASSERT_TRUE(b.last_metrics.count(k)) << k;
     EXPECT_EQ(v, b.last_metrics.at(k)) << k;
   }
   EXPECT_TRUE(a.last_metrics.count("actor/pg_loss"));
   EXPECT_TRUE(a.last_metrics.count("critic/vf_loss"));
+  // verl's metric_utils names, with its formulas (step_metrics_test.cc checks the values).
+  const auto& m = a.last_metrics;
+  for (const char* k : {"critic/rewards/max", "critic/rewards/min", "critic/returns/max", "critic/returns/min",
+                        "critic/values/max", "critic/values/min", "critic/vf_explained_var",
+                        "prompt_length/clip_ratio", "timing_s/update_weights", "timing_per_token_ms/gen",
+                        "timing_per_token_ms/update_actor", "perf/time_per_step", "perf/max_memory_allocated_gb",
+                        "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb"})
+    EXPECT_TRUE(m.count(k)) << k;
+  EXPECT_EQ(m.at("perf/time_per_step"), m.at("timing_s/step"));
+  EXPECT_LE(m.at("critic/returns/min"), m.at("critic/returns/mean"));
+  EXPECT_LE(m.at("critic/returns/mean"), m.at("critic/returns/max"));
+  // 8 prompts x rollout.n 4 = 32 rows: gen's time over response tokens, the update's over all tokens.
+  const double response_tokens = m.at("response_length/mean") * 32, prompt_tokens = m.at("prompt_length/mean") * 32;
+  EXPECT_NEAR(m.at("timing_per_token_ms/gen"), m.at("timing_s/gen") * 1000 / response_tokens, 1e-9);
+  EXPECT_NEAR(m.at("timing_per_token_ms/update_actor"),
+              m.at("timing_s/update_actor") * 1000 / (response_tokens + prompt_tokens), 1e-9);
+  EXPECT_DOUBLE_EQ(m.at("perf/total_num_tokens"), response_tokens + prompt_tokens);
 }
 
 // The README's main job: the embedded default, single rank, CPU.
