@@ -43,6 +43,7 @@ std::vector<Rule> job_rules() {
       nullable("data.val_files", Type::kStrings),
       positive("data.max_prompt_length"),
       positive("data.max_response_length"),
+      choice("data.truncation", {"error", "left", "right", "middle"}),
       positive("data.train_batch_size"),
       positive("data.val_batch_size"),
       choice("data.builtin.task", {"arithmetic", "countdown"}),

@@ -103,7 +103,7 @@ TEST(Dataset, ReadsVerlRowsWithStringAndChatPrompts) {
                                R"({"prompt": [{"role": "user", "content": "6*7?"}], "data_source": "openai/gsm8k", "reward_model": {"ground_truth": "42"}})"
                                "\n");
   text::CharTokenizer tok;
-  auto ds = PromptDataset::from_jsonl({path}, data_config(), tok);
+  auto ds = PromptDataset::from_files({path}, data_config(), tok);
   ASSERT_EQ(ds.size(), 2u);
   EXPECT_EQ(ds[0].example.prompt, "2+2=");
   EXPECT_EQ(ds[0].prompt_ids.front(), *tok.bos_id());
@@ -123,7 +123,7 @@ TEST(Dataset, ErrorsNameFileAndLine) {
                                "\n");
   text::CharTokenizer tok;
   try {
-    PromptDataset::from_jsonl({path}, data_config(), tok);
+    PromptDataset::from_files({path}, data_config(), tok);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
@@ -131,7 +131,7 @@ TEST(Dataset, ErrorsNameFileAndLine) {
   }
   const auto broken = write_file("broken.jsonl", "{not json\n");
   try {
-    PromptDataset::from_jsonl({broken}, data_config(), tok);
+    PromptDataset::from_files({broken}, data_config(), tok);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(broken + ":1"), std::string::npos) << e.what();
@@ -144,9 +144,9 @@ TEST(Dataset, OverlongPromptsFollowTruncation) {
   text::CharTokenizer tok;
   auto d = data_config();
   d.max_prompt_length = 5;
-  EXPECT_THROW(PromptDataset::from_jsonl({path}, d, tok), Error);
+  EXPECT_THROW(PromptDataset::from_files({path}, d, tok), Error);
   d.truncation = "left";
-  auto ds = PromptDataset::from_jsonl({path}, d, tok);
+  auto ds = PromptDataset::from_files({path}, d, tok);
   EXPECT_EQ(tok.decode(ds[0].prompt_ids, true), "6789");  // BOS kept, the end of the prompt kept
   EXPECT_EQ(ds[0].prompt_ids.front(), *tok.bos_id());
 }
