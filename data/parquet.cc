@@ -776,7 +776,8 @@ class Assembler {
       : w_(w), rows_(rows), base_(row_base), limit_(rows_in_group),
         index_(static_cast<size_t>(w.leaf.max_rep) + 1, 0) {}
 
-  void add(int rep, int def, const nlohmann::json* value) {
+  // `value` (present when def is the leaf's maximum) is moved into the row.
+  void add(int rep, int def, nlohmann::json* value) {
     if (rep == 0) {
       ++row_;
       if (row_ >= limit_) w_.corrupt("more rows than the row group's " + std::to_string(limit_));
@@ -813,7 +814,7 @@ class Assembler {
           break;
       }
       if (s.shape == Shape::kLeaf) {
-        *slot = *value;
+        *slot = std::move(*value);
         return;
       }
     }

@@ -151,6 +151,56 @@ TEST(Dataset, OverlongPromptsFollowTruncation) {
   EXPECT_EQ(ds[0].prompt_ids.front(), *tok.bos_id());
 }
 
+TEST(Dataset, TruncationMiddleKeepsBothEndsAsVerl) {
+  const auto path = write_file("mid.jsonl", R"({"prompt": "0123456789", "reward_model": {"ground_truth": "x"}})"
+                                            "\n");
+  text::CharTokenizer tok;
+  auto d = data_config();
+  d.max_prompt_length = 6;  // BOS + 10 characters -> 3 from the start (BOS, 0, 1) and 3 from the end
+  d.truncation = "middle";
+  auto ds = PromptDataset::from_files({path}, d, tok);
+  ASSERT_EQ(ds[0].prompt_ids.size(), 6u);
+  EXPECT_EQ(ds[0].prompt_ids.front(), *tok.bos_id());
+  EXPECT_EQ(tok.decode(ds[0].prompt_ids, true), "01789");
+  d.truncation = "right";
+  EXPECT_EQ(tok.decode(PromptDataset::from_files({path}, d, tok)[0].prompt_ids, true), "01234");
+}
+
+TEST(Dataset, FilterOverlongPromptsDropsRowsBeforeTruncation) {
+  const auto path = write_file("mixed.jsonl", R"({"prompt": "0123456789", "reward_model": {"ground_truth": "x"}})"
+                                              "\n"
+                                              R"({"prompt": "1+1=", "reward_model": {"ground_truth": "2"}})"
+                                              "\n");
+  text::CharTokenizer tok;
+  auto d = data_config();
+  d.max_prompt_length = 5;
+  d.filter_overlong_prompts = true;  // truncation stays "error": never reached for a dropped row
+  auto ds = PromptDataset::from_files({path}, d, tok);
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_EQ(ds[0].example.prompt, "1+1=");
+  d.max_prompt_length = 3;  // every row dropped: an error, not an empty dataset
+  EXPECT_THROW(PromptDataset::from_files({path}, d, tok), Error);
+}
+
+TEST(Dataset, ReadsVerlParquetRows) {
+  const std::string pq = std::string(VERL_SOURCE_DIR) + "/tests/data/parquet/gsm8k_snappy_dict_v2_rgN.parquet";
+  text::CharTokenizer tok;
+  auto d = data_config();
+  d.max_prompt_length = 400;
+  auto ds = PromptDataset::from_files({pq, pq}, d, tok);  // a list of files
+  ASSERT_EQ(ds.size(), 40u);
+  EXPECT_EQ(ds[0].example.data_source, "openai/gsm8k");
+  EXPECT_EQ(ds[0].example.prompt.rfind("user: ", 0), 0u);  // the chat list through the template
+  EXPECT_NE(ds[0].example.sft_target.find("#### "), std::string::npos);  // extra_info.answer
+  d.max_prompt_length = 100;
+  try {
+    PromptDataset::from_files({pq}, d, tok);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(pq + ": row 0: the prompt has"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DataSampler, EpochsCoverTheDataOnceAndResumeExactly) {
   DataSampler s(10, 3, /*shuffle=*/true, 4);
   EXPECT_EQ(s.batches_per_epoch(), 3);
