@@ -1,9 +1,12 @@
 // `verlctl config show|validate|lint`: resolve a job config or cluster spec the way every
 // other command will (defaults <- file <- overrides), and print it, check it, or advise on it.
+#include <algorithm>
+
 #include "cli/app.h"
 #include "cli/output.h"
 #include "common/config.h"
 #include "common/error.h"
+#include "data/rows.h"
 
 namespace verl::cli {
 namespace {
@@ -30,6 +33,32 @@ nlohmann::ordered_json issues_json(const std::vector<config::Issue>& issues) {
                    {"where", i.where.str()}});
   }
   return arr;
+}
+
+// data.train_files / val_files must be files we can read: probe each (footer or first row, and the
+// prompt column) so that a bad file shows here with file:line or file: column, not at `train`.
+void check_data_files(config::Document& doc) {
+  const auto& data = doc.value.contains("data") ? doc.value["data"] : config::Json();
+  if (!data.is_object()) return;
+  const std::string prompt_key =
+      data.contains("prompt_key") && data["prompt_key"].is_string() ? data["prompt_key"].get<std::string>() : "prompt";
+  for (const char* key : {"train_files", "val_files"}) {
+    if (!data.contains(key)) continue;
+    const std::string path = std::string("data.") + key;
+    std::vector<std::string> files;
+    if (data[key].is_string()) files.push_back(data[key].get<std::string>());
+    else if (data[key].is_array())
+      for (const auto& f : data[key]) if (f.is_string()) files.push_back(f.get<std::string>());
+    for (const auto& file : files) {
+      try {
+        data::probe_file(file, prompt_key);
+      } catch (const Error& e) {
+        const auto at = doc.locations.find(path);
+        doc.issues.push_back({config::Severity::kError, path, e.what(), e.hint(),
+                              at == doc.locations.end() ? config::Location{} : at->second});
+      }
+    }
+  }
 }
 
 void add_common(CLI::App* cmd, ConfigArgs& a) {
@@ -76,12 +105,21 @@ void register_config(CLI::App& app, Context& ctx) {
     const auto kind = kind_of(*args);
     auto doc = config::resolve(kind, args->file, args->overrides);
     const std::string what = args->file.empty() ? "the default " + std::string(config::kind_name(kind)) : args->file;
+    if (kind == config::Kind::kJob) check_data_files(doc);
     if (ctx.output == OutputFormat::kJson) {
       print_json(*ctx.out, {{"valid", doc.ok()}, {"file", args->file}, {"issues", issues_json(doc.issues)}});
       if (!doc.ok()) ctx.exit_code = static_cast<int>(ExitCode::kInvalidConfig);
       return;
     }
-    if (!doc.ok()) config::load(kind, args->file, args->overrides);  // throws with every issue
+    if (!doc.ok()) {  // every issue, the data files' among them
+      const auto n = std::count_if(doc.issues.begin(), doc.issues.end(),
+                                   [](const config::Issue& i) { return i.severity == config::Severity::kError; });
+      throw Error(ExitCode::kInvalidConfig,
+                  std::to_string(n) + " problem" + (n == 1 ? "" : "s") + " in the " + config::kind_name(kind) +
+                      " from " + (args->file.empty() ? "the command line" : "'" + args->file + "'") + ":\n" +
+                      config::format_issues(doc.issues),
+                  "fix the keys named above; 'verlctl config show' prints every key with its default");
+    }
     *ctx.out << config::format_issues(doc.issues);
     const size_t warnings = doc.issues.size();
     *ctx.out << what << ": valid " << config::kind_name(kind)

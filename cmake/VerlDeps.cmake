@@ -48,6 +48,19 @@ verl_wrap(ssh PkgConfig::VERL_LIBSSH)
 pkg_check_modules(VERL_PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 verl_wrap(pcre2 PkgConfig::VERL_PCRE2)
 
+# The codecs of parquet data files (data/parquet.cc is their only user): Debian's libsnappy-dev,
+# libzstd-dev and zlib1g-dev.
+find_path(VERL_SNAPPY_INCLUDE snappy.h REQUIRED)
+find_library(VERL_SNAPPY_LIB snappy REQUIRED)
+add_library(verl_dep_snappy INTERFACE)
+target_include_directories(verl_dep_snappy INTERFACE ${VERL_SNAPPY_INCLUDE})
+target_link_libraries(verl_dep_snappy INTERFACE ${VERL_SNAPPY_LIB})
+add_library(verl::dep::snappy ALIAS verl_dep_snappy)
+pkg_check_modules(VERL_ZSTD REQUIRED IMPORTED_TARGET libzstd)
+verl_wrap(zstd PkgConfig::VERL_ZSTD)
+find_package(ZLIB REQUIRED)
+verl_wrap(zlib ZLIB::ZLIB)
+
 # libtorch: optional; found -> the trainer module is built.
 set(VERL_HAVE_TORCH OFF)
 set(VERL_TORCH_VERSION "")

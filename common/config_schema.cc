@@ -46,6 +46,7 @@ std::vector<Rule> job_rules() {
       nullable("data.val_files", Type::kStrings),
       positive("data.max_prompt_length"),
       positive("data.max_response_length"),
+      choice("data.truncation", {"error", "left", "right", "middle"}),
       positive("data.train_batch_size"),
       nullable("data.val_batch_size", Type::kInt, 1),
       nullable("data.seed", Type::kInt),

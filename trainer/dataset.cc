@@ -1,10 +1,12 @@
 #include "trainer/dataset.h"
 
 #include <algorithm>
-#include <fstream>
+#include <optional>
 #include <random>
 
 #include "common/error.h"
+#include "common/log.h"
+#include "data/rows.h"
 
 namespace verl::trainer {
 namespace {
@@ -20,109 +22,134 @@ std::string sft_target_for(const nlohmann::json& row, const std::string& data_so
   return g;
 }
 
+// The prompt's tokens, truncated as data.truncation says (verl's postprocess_data), or nullopt
+// when data.filter_overlong_prompts drops it. `where` names the row for the error.
+std::optional<std::vector<int64_t>> prompt_tokens(const Example& ex, const DataConfig& config,
+                                                  const text::Tokenizer& tokenizer, const std::string& where) {
+  auto ids = ex.from_chat_template ? tokenizer.encode(ex.prompt) : tokenizer.encode_prompt(ex.prompt);
+  const auto max_len = static_cast<size_t>(config.max_prompt_length);
+  if (ids.size() <= max_len) return ids;
+  if (config.filter_overlong_prompts) return std::nullopt;
+  if (config.truncation == "error") {
+    throw Error{ExitCode::kInvalidConfig,
+                where + ": the prompt has " + std::to_string(ids.size()) + " tokens, over data.max_prompt_length=" +
+                    std::to_string(max_len) + ": \"" + ex.prompt.substr(0, 60) + "\"",
+                "raise data.max_prompt_length, set data.filter_overlong_prompts=true to drop such rows, or "
+                "data.truncation=left|right|middle"};
+  }
+  // A BOS the tokenizer put first stays first: the model never saw a prompt without one.
+  const auto bos = tokenizer.bos_id();
+  const size_t head = bos && ids[0] == *bos ? 1 : 0;
+  const auto cut = static_cast<long>(ids.size() - max_len);  // tokens to drop
+  if (config.truncation == "left") {  // keep the end, where the question is
+    ids.erase(ids.begin() + static_cast<long>(head), ids.begin() + static_cast<long>(head) + cut);
+  } else if (config.truncation == "middle") {  // keep max/2 from the start and the rest from the end
+    const auto left = static_cast<long>(max_len / 2);
+    ids.erase(ids.begin() + left, ids.begin() + left + cut);
+  } else {
+    ids.resize(max_len);
+  }
+  return ids;
+}
+
+PromptRow make_row(Example ex, std::vector<int64_t> prompt_ids, const DataConfig& config,
+                   const text::Tokenizer& tokenizer) {
+  PromptRow row;
+  row.prompt_ids = std::move(prompt_ids);
+  row.sft_ids = tokenizer.encode(ex.sft_target);
+  if (static_cast<int64_t>(row.sft_ids.size()) >= config.max_response_length) {
+    row.sft_ids.resize(static_cast<size_t>(config.max_response_length - 1));
+  }
+  row.sft_ids.push_back(tokenizer.eos_id());
+  row.example = std::move(ex);
+  return row;
+}
+
+// One row of a data file in verl's shape -> an Example; errors name the row.
+Example example_of(const nlohmann::json& row, const std::string& where, const DataConfig& config,
+                   const text::Tokenizer& tokenizer) {
+  if (!row.contains(config.prompt_key) || row[config.prompt_key].is_null()) {
+    throw Error{ExitCode::kInvalidConfig, where + ": row has no '" + config.prompt_key + "'",
+                "set data.prompt_key to the prompt's key"};
+  }
+  if (!row.contains("reward_model") || !row["reward_model"].is_object() ||
+      !row["reward_model"].contains("ground_truth")) {
+    throw Error{ExitCode::kInvalidConfig, where + ": row has no reward_model.ground_truth",
+                "verl's row shape: {\"reward_model\": {\"ground_truth\": ...}}"};
+  }
+  Example ex;
+  try {
+    const auto& p = row[config.prompt_key];
+    ex.from_chat_template = p.is_array();
+    ex.prompt = tokenizer.apply_chat_template(p, /*add_generation_prompt=*/true);
+  } catch (const Error& e) {
+    throw Error{ExitCode::kInvalidConfig, where + ": " + e.what(), e.hint()};
+  }
+  ex.data_source = row.contains("data_source") && row["data_source"].is_string()
+                       ? row["data_source"].get<std::string>()
+                       : "unknown";
+  ex.ground_truth = row["reward_model"]["ground_truth"];
+  ex.sft_target = sft_target_for(row, ex.data_source, ex.ground_truth);
+  return ex;
+}
+
 }  // namespace
 
 PromptDataset::PromptDataset(std::vector<Example> examples, const DataConfig& config,
                              const text::Tokenizer& tokenizer) {
   rows_.reserve(examples.size());
+  size_t dropped = 0;
   for (size_t i = 0; i < examples.size(); ++i) {
-    PromptRow row;
-    row.prompt_ids = examples[i].from_chat_template ? tokenizer.encode(examples[i].prompt)
-                                                    : tokenizer.encode_prompt(examples[i].prompt);
-    const auto bos = tokenizer.bos_id();
-    const long keep_head = bos && !row.prompt_ids.empty() && row.prompt_ids[0] == *bos ? 1 : 0;
-    const auto max_len = static_cast<size_t>(config.max_prompt_length);
-    if (row.prompt_ids.size() > max_len) {
-      if (config.truncation == "error") {
-        throw Error{ExitCode::kInvalidConfig,
-                    "prompt " + std::to_string(i) + " has " +
-                        std::to_string(row.prompt_ids.size()) + " tokens, over data.max_prompt_length=" +
-                        std::to_string(max_len) + ": \"" + examples[i].prompt.substr(0, 60) + "\"",
-                    "raise data.max_prompt_length or set data.truncation=left|right"};
-      }
-      if (config.truncation == "left") {  // keep the end, where the question is
-        row.prompt_ids.erase(row.prompt_ids.begin() + keep_head,
-                             row.prompt_ids.begin() + keep_head + static_cast<long>(row.prompt_ids.size() - max_len));
-      } else {
-        row.prompt_ids.resize(max_len);
-      }
-    }
-    row.sft_ids = tokenizer.encode(examples[i].sft_target);
-    if (static_cast<int64_t>(row.sft_ids.size()) >= config.max_response_length) {
-      row.sft_ids.resize(static_cast<size_t>(config.max_response_length - 1));
-    }
-    row.sft_ids.push_back(tokenizer.eos_id());
-    row.example = std::move(examples[i]);
-    rows_.push_back(std::move(row));
+    auto ids = prompt_tokens(examples[i], config, tokenizer, "prompt " + std::to_string(i));
+    if (!ids) { ++dropped; continue; }
+    rows_.push_back(make_row(std::move(examples[i]), std::move(*ids), config, tokenizer));
+  }
+  if (dropped) {
+    log::Info() << "data: dropped " << dropped << " of " << examples.size() << " built-in prompts longer than "
+                << "data.max_prompt_length=" << config.max_prompt_length << " (data.filter_overlong_prompts)";
   }
 }
 
-PromptDataset PromptDataset::from_jsonl(const std::vector<std::string>& files,
-                                        const DataConfig& config, const text::Tokenizer& tokenizer) {
-  std::vector<Example> examples;
+PromptDataset PromptDataset::from_files(const std::vector<std::string>& files, const DataConfig& config,
+                                        const text::Tokenizer& tokenizer) {
+  PromptDataset ds;
   for (const auto& file : files) {
-    std::ifstream in(file);
-    if (!in) {
-      throw Error{ExitCode::kInvalidConfig, "cannot open data file " + file,
-                  "check data.train_files / data.val_files (JSONL, one row per line)"};
+    data::RowFile rows = data::RowFile::read(file);
+    if (rows.size() == 0) {
+      throw Error{ExitCode::kInvalidConfig, file + ": no rows", "a data file in verl's row shape, one row or more"};
     }
-    std::string line;
-    int64_t lineno = 0;
-    while (std::getline(in, line)) {
-      ++lineno;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const std::string where = file + ":" + std::to_string(lineno);
-      nlohmann::json row;
-      try {
-        row = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {
-        throw Error{ExitCode::kInvalidConfig, where + ": not valid JSON: " + e.what(),
-                    "each line must be one JSON object"};
-      }
-      if (!row.is_object() || !row.contains(config.prompt_key)) {
-        throw Error{ExitCode::kInvalidConfig,
-                    where + ": row has no '" + config.prompt_key + "' key",
-                    "set data.prompt_key to the prompt's key"};
-      }
-      if (!row.contains("reward_model") || !row["reward_model"].is_object() ||
-          !row["reward_model"].contains("ground_truth")) {
-        throw Error{ExitCode::kInvalidConfig, where + ": row has no reward_model.ground_truth",
-                    "verl's row shape: {\"reward_model\": {\"ground_truth\": ...}}"};
-      }
-      Example ex;
-      try {
-        const auto& p = row[config.prompt_key];
-        ex.from_chat_template = p.is_array();
-        ex.prompt = tokenizer.apply_chat_template(p, /*add_generation_prompt=*/true);
-      } catch (const Error& e) {
-        throw Error{ExitCode::kInvalidConfig, where + ": " + e.what(), e.hint()};
-      }
-      ex.data_source = row.contains("data_source") && row["data_source"].is_string()
-                           ? row["data_source"].get<std::string>()
-                           : "unknown";
-      ex.ground_truth = row["reward_model"]["ground_truth"];
-      ex.sft_target = sft_target_for(row, ex.data_source, ex.ground_truth);
-      examples.push_back(std::move(ex));
+    size_t dropped = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::string where = rows.location(i);
+      Example ex = example_of(rows[i], where, config, tokenizer);
+      auto ids = prompt_tokens(ex, config, tokenizer, where);
+      if (!ids) { ++dropped; continue; }
+      ds.rows_.push_back(make_row(std::move(ex), std::move(*ids), config, tokenizer));
+      rows[i] = nullptr;  // the JSON is no longer needed
     }
-    if (examples.empty()) {
-      throw Error{ExitCode::kInvalidConfig, file + ": no rows", "a JSONL file with one row per line"};
+    if (dropped) {
+      log::Info() << "data: " << file << ": dropped " << dropped << " of " << rows.size()
+                  << " rows whose prompt is longer than data.max_prompt_length=" << config.max_prompt_length
+                  << " tokens (data.filter_overlong_prompts)";
     }
   }
-  try {
-    return PromptDataset(std::move(examples), config, tokenizer);
-  } catch (const Error& e) {
-    throw Error{e.code(), std::string("in ") + files.front() + ": " + e.what(), e.hint()};
+  if (ds.rows_.empty()) {
+    throw Error{ExitCode::kInvalidConfig,
+                "no rows left in " + files.front() + (files.size() > 1 ? " and the other files" : "") +
+                    ": every prompt is longer than data.max_prompt_length=" + std::to_string(config.max_prompt_length),
+                "raise data.max_prompt_length or set data.filter_overlong_prompts=false with a data.truncation"};
   }
+  return ds;
 }
 
 std::pair<PromptDataset, PromptDataset> load_datasets(const DataConfig& config,
                                                       const text::Tokenizer& tokenizer) {
   PromptDataset train, val;
   if (config.train_files) {
-    train = PromptDataset::from_jsonl(*config.train_files, config, tokenizer);
+    train = PromptDataset::from_files(*config.train_files, config, tokenizer);
   }
   if (config.val_files) {
-    val = PromptDataset::from_jsonl(*config.val_files, config, tokenizer);
+    val = PromptDataset::from_files(*config.val_files, config, tokenizer);
   }
   if (!config.train_files || !config.val_files) {
     auto split = generate_builtin_task(config.builtin, config.seed);

@@ -1,10 +1,13 @@
 // PromptDataset holds tokenized prompts with their reward metadata, from the built-in task or
-// from JSONL files in verl's row shape:
+// from data files (parquet, JSON lines or a JSON array: data/rows.h) in verl's row shape:
 //   {"prompt": "..." | [{"role": "user", "content": "..."}], "data_source": "openai/gsm8k",
 //    "reward_model": {"style": "rule", "ground_truth": "42"}, "extra_info": {"answer": "..."}}
 // (the prompt key is data.prompt_key; extra_info.answer, when present, is the SFT target).
-// Every parse error names file:line. DataSampler walks a dataset in epochs of shuffled
-// (seeded) order; its state (epoch, cursor) is what a checkpoint saves to resume exactly.
+// Every error names the row (file:line, file: row N). A prompt over data.max_prompt_length is
+// dropped (data.filter_overlong_prompts, one log line per file says how many) or truncated as
+// data.truncation says (error | left | right | middle, verl's values).
+// DataSampler walks a dataset in epochs of shuffled (seeded) order; its state (epoch, cursor) is
+// what a checkpoint saves to resume exactly.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +32,7 @@ class PromptDataset {
   PromptDataset() = default;
   PromptDataset(std::vector<Example> examples, const DataConfig& config,
                 const text::Tokenizer& tokenizer);
-  static PromptDataset from_jsonl(const std::vector<std::string>& files, const DataConfig& config,
+  static PromptDataset from_files(const std::vector<std::string>& files, const DataConfig& config,
                                   const text::Tokenizer& tokenizer);
 
   size_t size() const { return rows_.size(); }
@@ -39,7 +42,7 @@ class PromptDataset {
   std::vector<PromptRow> rows_;
 };
 
-// Train and validation sets as data.* asks: JSONL files when given, else the built-in task
+// Train and validation sets as data.* asks: data files when given, else the built-in task
 // (which provides both splits; a val_files list overrides its held-out split).
 std::pair<PromptDataset, PromptDataset> load_datasets(const DataConfig& config,
                                                       const text::Tokenizer& tokenizer);

@@ -109,6 +109,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   d.max_prompt_length = get<int64_t>(c, "data.max_prompt_length");
   d.max_response_length = get<int64_t>(c, "data.max_response_length");
   d.truncation = get<std::string>(c, "data.truncation");
+  d.filter_overlong_prompts = get<bool>(c, "data.filter_overlong_prompts");
   d.train_batch_size = get<int64_t>(c, "data.train_batch_size");
   d.val_batch_size = get_nullable<int64_t>(c, "data.val_batch_size").value_or(kWholeBatch);
   d.shuffle = get<bool>(c, "data.shuffle");
@@ -233,8 +234,8 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   require(m.path || d.max_prompt_length + d.max_response_length <= m.max_position_embeddings,
           mp + ".max_position_embeddings",
           "must be >= data.max_prompt_length + data.max_response_length");
-  require(d.truncation == "error" || d.truncation == "left" || d.truncation == "right",
-          "data.truncation", "must be error | left | right");
+  require(d.truncation == "error" || d.truncation == "left" || d.truncation == "right" || d.truncation == "middle",
+          "data.truncation", "must be error | left | right | middle");
   return j;
 }
 

@@ -40,7 +40,8 @@ struct DataConfig {
   std::string prompt_key = "prompt";
   int64_t max_prompt_length = 24;
   int64_t max_response_length = 12;
-  std::string truncation = "error";    // error | left | right
+  std::string truncation = "error";    // error | left | right | middle
+  bool filter_overlong_prompts = false;  // drop rows over max_prompt_length instead
   int64_t train_batch_size = 64;
   int64_t val_batch_size = 256;
   bool shuffle = true;

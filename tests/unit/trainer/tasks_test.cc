@@ -103,7 +103,7 @@ TEST(Dataset, ReadsVerlRowsWithStringAndChatPrompts) {
                                R"({"prompt": [{"role": "user", "content": "6*7?"}], "data_source": "openai/gsm8k", "reward_model": {"ground_truth": "42"}})"
                                "\n");
   text::CharTokenizer tok;
-  auto ds = PromptDataset::from_jsonl({path}, data_config(), tok);
+  auto ds = PromptDataset::from_files({path}, data_config(), tok);
   ASSERT_EQ(ds.size(), 2u);
   EXPECT_EQ(ds[0].example.prompt, "2+2=");
   EXPECT_EQ(ds[0].prompt_ids.front(), *tok.bos_id());
@@ -123,7 +123,7 @@ TEST(Dataset, ErrorsNameFileAndLine) {
                                "\n");
   text::CharTokenizer tok;
   try {
-    PromptDataset::from_jsonl({path}, data_config(), tok);
+    PromptDataset::from_files({path}, data_config(), tok);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
@@ -131,7 +131,7 @@ TEST(Dataset, ErrorsNameFileAndLine) {
   }
   const auto broken = write_file("broken.jsonl", "{not json\n");
   try {
-    PromptDataset::from_jsonl({broken}, data_config(), tok);
+    PromptDataset::from_files({broken}, data_config(), tok);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(broken + ":1"), std::string::npos) << e.what();
@@ -144,11 +144,61 @@ TEST(Dataset, OverlongPromptsFollowTruncation) {
   text::CharTokenizer tok;
   auto d = data_config();
   d.max_prompt_length = 5;
-  EXPECT_THROW(PromptDataset::from_jsonl({path}, d, tok), Error);
+  EXPECT_THROW(PromptDataset::from_files({path}, d, tok), Error);
   d.truncation = "left";
-  auto ds = PromptDataset::from_jsonl({path}, d, tok);
+  auto ds = PromptDataset::from_files({path}, d, tok);
   EXPECT_EQ(tok.decode(ds[0].prompt_ids, true), "6789");  // BOS kept, the end of the prompt kept
   EXPECT_EQ(ds[0].prompt_ids.front(), *tok.bos_id());
+}
+
+TEST(Dataset, TruncationMiddleKeepsBothEndsAsVerl) {
+  const auto path = write_file("mid.jsonl", R"({"prompt": "0123456789", "reward_model": {"ground_truth": "x"}})"
+                                            "\n");
+  text::CharTokenizer tok;
+  auto d = data_config();
+  d.max_prompt_length = 6;  // BOS + 10 characters -> 3 from the start (BOS, 0, 1) and 3 from the end
+  d.truncation = "middle";
+  auto ds = PromptDataset::from_files({path}, d, tok);
+  ASSERT_EQ(ds[0].prompt_ids.size(), 6u);
+  EXPECT_EQ(ds[0].prompt_ids.front(), *tok.bos_id());
+  EXPECT_EQ(tok.decode(ds[0].prompt_ids, true), "01789");
+  d.truncation = "right";
+  EXPECT_EQ(tok.decode(PromptDataset::from_files({path}, d, tok)[0].prompt_ids, true), "01234");
+}
+
+TEST(Dataset, FilterOverlongPromptsDropsRowsBeforeTruncation) {
+  const auto path = write_file("mixed.jsonl", R"({"prompt": "0123456789", "reward_model": {"ground_truth": "x"}})"
+                                              "\n"
+                                              R"({"prompt": "1+1=", "reward_model": {"ground_truth": "2"}})"
+                                              "\n");
+  text::CharTokenizer tok;
+  auto d = data_config();
+  d.max_prompt_length = 5;
+  d.filter_overlong_prompts = true;  // truncation stays "error": never reached for a dropped row
+  auto ds = PromptDataset::from_files({path}, d, tok);
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_EQ(ds[0].example.prompt, "1+1=");
+  d.max_prompt_length = 3;  // every row dropped: an error, not an empty dataset
+  EXPECT_THROW(PromptDataset::from_files({path}, d, tok), Error);
+}
+
+TEST(Dataset, ReadsVerlParquetRows) {
+  const std::string pq = std::string(VERL_SOURCE_DIR) + "/tests/data/parquet/gsm8k_snappy_dict_v2_rgN.parquet";
+  text::CharTokenizer tok;
+  auto d = data_config();
+  d.max_prompt_length = 400;
+  auto ds = PromptDataset::from_files({pq, pq}, d, tok);  // a list of files
+  ASSERT_EQ(ds.size(), 40u);
+  EXPECT_EQ(ds[0].example.data_source, "openai/gsm8k");
+  EXPECT_EQ(ds[0].example.prompt.rfind("user: ", 0), 0u);  // the chat list through the template
+  EXPECT_NE(ds[0].example.sft_target.find("#### "), std::string::npos);  // extra_info.answer
+  d.max_prompt_length = 100;
+  try {
+    PromptDataset::from_files({pq}, d, tok);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(pq + ": row 0: the prompt has"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DataSampler, EpochsCoverTheDataOnceAndResumeExactly) {
