@@ -250,7 +250,11 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
          "train_batch_size * rollout.n = " + std::to_string(batch) + " * " + std::to_string(n) + " = " +
              std::to_string(batch * n) + " responses do not split evenly over " + ranks_text,
          "make data.train_batch_size * actor_rollout_ref.rollout.n a multiple of " + std::to_string(ranks));
+  // verl builds a critic only for GAE: the critic's batch sizes matter only then.
+  const Json* estimator = find(root, "algorithm.adv_estimator");
+  const bool critic = !estimator || !estimator->is_string() || estimator->get<std::string>() == "gae";
   for (const std::string role : {"actor_rollout_ref.actor", "critic"}) {
+    if (role == "critic" && !critic) continue;
     const long long mini = geti(root, (role + ".ppo_mini_batch_size").c_str());
     const long long micro = geti(root, (role + ".ppo_micro_batch_size_per_gpu").c_str());
     if (mini > batch) {

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "data/rows.h"
+#include "trainer/rewards.h"
 
 namespace verl::trainer {
 namespace {
@@ -85,9 +86,11 @@ Example example_of(const nlohmann::json& row, const std::string& where, const Da
   } catch (const Error& e) {
     throw Error{ExitCode::kInvalidConfig, where + ": " + e.what(), e.hint()};
   }
-  ex.data_source = row.contains("data_source") && row["data_source"].is_string()
-                       ? row["data_source"].get<std::string>()
-                       : "unknown";
+  if (!row.contains("data_source") || !row["data_source"].is_string())
+    throw Error{ExitCode::kInvalidConfig, where + ": row has no data_source",
+                "verl picks each row's reward function by its data_source column (e.g. \"openai/gsm8k\")"};
+  ex.data_source = row["data_source"].get<std::string>();
+  rewards::check_data_source(ex.data_source, where);  // an unknown source fails here, not at step 37
   ex.ground_truth = row["reward_model"]["ground_truth"];
   ex.sft_target = sft_target_for(row, ex.data_source, ex.ground_truth);
   return ex;

@@ -221,7 +221,8 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   require(r.sampling.n > 0, rp + ".n", "must be > 0");
   require(a.ppo_mini_batch_size > 0 && d.train_batch_size % a.ppo_mini_batch_size == 0,
           ap + ".ppo_mini_batch_size", "must divide data.train_batch_size");
-  require(cr.ppo_mini_batch_size > 0 && d.train_batch_size % cr.ppo_mini_batch_size == 0,
+  require(j.algorithm.adv_estimator != "gae" ||
+              (cr.ppo_mini_batch_size > 0 && d.train_batch_size % cr.ppo_mini_batch_size == 0),
           "critic.ppo_mini_batch_size", "must divide data.train_batch_size");
   require(a.ppo_micro_batch_size_per_gpu > 0, ap + ".ppo_micro_batch_size_per_gpu", "must be > 0");
   require(cr.ppo_micro_batch_size_per_gpu > 0, "critic.ppo_micro_batch_size_per_gpu", "must be > 0");

@@ -128,6 +128,10 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
                 << count_parameters(*actor_->module()) << " actor parameters on "
                 << actor_device_.str() << ", " << train_.size() << " train / " << val_.size()
                 << " val prompts, world " << w << ", adv_estimator " << config_.algorithm.adv_estimator;
+    if (config_.rollout.name != "native")
+      log::Info() << "rollout: actor_rollout_ref.rollout.name=" << config_.rollout.name
+                  << " selects verlctl's native engine (no " << config_.rollout.name
+                  << " here; its engine_kwargs are ignored)";
   }
 }
 

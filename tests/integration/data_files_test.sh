@@ -14,8 +14,8 @@ pq=$src/tests/data/parquet/gsm8k_snappy_dict_v2_rgN.parquet
 
 out=$("$v" config validate data.train_files="['$pq', '$pq']" data.val_files="$pq" 2>&1)
 check "a parquet file and a list of them validate" '[ $? -eq 0 ]'
-printf '[{"prompt": [{"role": "user", "content": "1+1?"}], "reward_model": {"ground_truth": "2"}}]\n' > "$work/rows.json"
-printf '{"prompt": "1+1=", "reward_model": {"ground_truth": "2"}}\n' > "$work/rows.jsonl"
+printf '[{"prompt": [{"role": "user", "content": "1+1?"}], "data_source": "arithmetic", "reward_model": {"ground_truth": "2"}}]\n' > "$work/rows.json"
+printf '{"prompt": "1+1=", "data_source": "arithmetic", "reward_model": {"ground_truth": "2"}}\n' > "$work/rows.jsonl"
 "$v" config validate data.train_files="$work/rows.json" data.val_files="$work/rows.jsonl" >/dev/null 2>&1
 check "a .json array and .jsonl validate" '[ $? -eq 0 ]'
 

@@ -49,6 +49,15 @@ check "validation used the model's reward names" 'grep -q "val-core/arithmetic/r
 check "export's config is Qwen2ForCausalLM with the model's vocabulary" \
   'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); assert c[\"architectures\"]==[\"Qwen2ForCausalLM\"] and c[\"vocab_size\"]==151936" "$exp/config.json"'
 
+# 1b. verl's data as it is: a gsm8k-shaped parquet file written by arrow-rs (tests/data/parquet),
+# chat-list prompts, scored by verl's gsm8k reward, validation under verl's metric names.
+pq=$src/tests/data/parquet/gsm8k_snappy_dict_v2_rgN.parquet
+err=$("$v" train actor_rollout_ref.model.path="$work/model" $small data.train_files="$pq" data.val_files="$pq" \
+  data.max_prompt_length=128 data.truncation=left data.val_batch_size=20 \
+  trainer.val_before_train=true trainer.total_training_steps=1 trainer.default_local_dir="$work/ckpq" 2>&1); rc=$?
+check "train on a gsm8k parquet file exits 0" '[ $rc -eq 0 ]' || echo "$err" >&2
+check "validation reports val-core/openai/gsm8k/reward/mean@1" 'grep -q "val-core/openai/gsm8k/reward/mean@1" "$work/ckpq/metrics.jsonl"'
+
 # 2. the export is itself a model path.
 err=$("$v" train actor_rollout_ref.model.path="$exp" $small trainer.total_training_steps=1 \
   trainer.default_local_dir="$work/ck2" 2>&1); rc=$?

@@ -117,9 +117,9 @@ TEST(Dataset, ReadsVerlRowsWithStringAndChatPrompts) {
 
 TEST(Dataset, ErrorsNameFileAndLine) {
   const auto path = write_file("bad.jsonl",
-                               R"({"prompt": "1+1=", "reward_model": {"ground_truth": "2"}})"
+                               R"({"prompt": "1+1=", "data_source": "arithmetic", "reward_model": {"ground_truth": "2"}})"
                                "\n"
-                               R"({"prompt": "1+2=", "reward_model": {}})"
+                               R"({"prompt": "1+2=", "data_source": "arithmetic", "reward_model": {}})"
                                "\n");
   text::CharTokenizer tok;
   try {
@@ -139,7 +139,7 @@ TEST(Dataset, ErrorsNameFileAndLine) {
 }
 
 TEST(Dataset, OverlongPromptsFollowTruncation) {
-  const auto path = write_file("long.jsonl", R"({"prompt": "0123456789", "reward_model": {"ground_truth": "x"}})"
+  const auto path = write_file("long.jsonl", R"({"prompt": "0123456789", "data_source": "arithmetic", "reward_model": {"ground_truth": "x"}})"
                                              "\n");
   text::CharTokenizer tok;
   auto d = data_config();
@@ -152,7 +152,7 @@ TEST(Dataset, OverlongPromptsFollowTruncation) {
 }
 
 TEST(Dataset, TruncationMiddleKeepsBothEndsAsVerl) {
-  const auto path = write_file("mid.jsonl", R"({"prompt": "0123456789", "reward_model": {"ground_truth": "x"}})"
+  const auto path = write_file("mid.jsonl", R"({"prompt": "0123456789", "data_source": "arithmetic", "reward_model": {"ground_truth": "x"}})"
                                             "\n");
   text::CharTokenizer tok;
   auto d = data_config();
@@ -167,9 +167,9 @@ TEST(Dataset, TruncationMiddleKeepsBothEndsAsVerl) {
 }
 
 TEST(Dataset, FilterOverlongPromptsDropsRowsBeforeTruncation) {
-  const auto path = write_file("mixed.jsonl", R"({"prompt": "0123456789", "reward_model": {"ground_truth": "x"}})"
+  const auto path = write_file("mixed.jsonl", R"({"prompt": "0123456789", "data_source": "arithmetic", "reward_model": {"ground_truth": "x"}})"
                                               "\n"
-                                              R"({"prompt": "1+1=", "reward_model": {"ground_truth": "2"}})"
+                                              R"({"prompt": "1+1=", "data_source": "arithmetic", "reward_model": {"ground_truth": "2"}})"
                                               "\n");
   text::CharTokenizer tok;
   auto d = data_config();
