@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 2 ? argv[2] : "packed";
   const int64_t b = argc > 3 ? std::stoll(argv[3]) : 16;
   const int64_t t = argc > 4 ? std::stoll(argv[4]) : 256;
+  torch::manual_seed(0);  // the token ids
   auto model = make_causal_lm(bench_config(), /*seed=*/1);
   auto& backbone = model->model;
   // Left padding: row i holds its real tokens at the end of its T slots.

@@ -7,8 +7,8 @@ set -euo pipefail
 bin=${1:?build dir}/bench/bench_packing
 fp=$("$bin" forward padded "${2:-16}" "${3:-256}")
 fk=$("$bin" forward packed "${2:-16}" "${3:-256}")
-mp=$("$bin" memory plain "${4:-4}" "${5:-1024}")
-mc=$("$bin" memory checkpoint "${4:-4}" "${5:-1024}")
+mp=$("$bin" memory plain "${4:-2}" "${5:-1024}")
+mc=$("$bin" memory checkpoint "${4:-2}" "${5:-1024}")
 printf '%s\n' "$fp" "$fk" "$mp" "$mc"
 python3 - "$fp" "$fk" "$mp" "$mc" <<'PY'
 import json, sys

@@ -273,6 +273,14 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
       continue;
     }
     const long long per_rank = ranks > 0 ? mini * n / ranks : 0;
+    // With use_dynamic_bsz a token budget forms the micro-batches and the row count is unused
+    // (verl skips the check too); critic.use_dynamic_bsz null follows the actor's.
+    auto dynamic = [&](const std::string& r) {
+      const Json* d = find(root, r + ".use_dynamic_bsz");
+      return d && d->is_boolean() && d->get<bool>();
+    };
+    const Json* own = find(root, role + ".use_dynamic_bsz");
+    if (own && own->is_null() ? dynamic("actor_rollout_ref.actor") : dynamic(role)) continue;
     if (micro > 0 && per_rank % micro != 0)
       fail(role + ".ppo_micro_batch_size_per_gpu",
            "a mini batch gives " + std::to_string(per_rank) + " responses per rank (ppo_mini_batch_size " +

@@ -380,9 +380,10 @@ torch::Tensor BackboneImpl::forward_unpadded(const torch::Tensor& input_ids, con
   const int64_t b = input_ids.size(0), t = input_ids.size(1);
   // verl's unpad_input / pad_input: the real tokens in row order, then back to [B,t] slots.
   const auto indices = attention_mask.reshape({-1}).to(torch::kBool).nonzero().squeeze(-1);
-  const auto lengths = attention_mask.to(torch::kLong).sum(1).to(torch::kCPU);
+  const auto lengths = attention_mask.to(torch::kLong).sum(1).to(torch::kCPU).contiguous();
+  const int64_t* len = lengths.data_ptr<int64_t>();
   CuSeqlens cu_seqlens(static_cast<size_t>(b) + 1, 0);
-  for (int64_t i = 0; i < b; ++i) cu_seqlens[i + 1] = cu_seqlens[i] + lengths[i].item<int64_t>();
+  for (int64_t i = 0; i < b; ++i) cu_seqlens[i + 1] = cu_seqlens[i] + len[i];
   auto ids = input_ids.reshape({-1}).index_select(0, indices).unsqueeze(0);
   auto pos = position_ids.reshape({-1}).index_select(0, indices).unsqueeze(0);
   auto hidden = forward_packed(ids, pos, cu_seqlens).squeeze(0);  // [N,H]
