@@ -133,8 +133,11 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   m.tie_word_embeddings = get<bool>(c, mp + ".tie_word_embeddings");
   m.attention_bias = get<bool>(c, mp + ".attention_bias");
   m.max_position_embeddings = get<int64_t>(c, mp + ".max_position_embeddings");
-  m.use_remove_padding = get<bool>(c, mp + ".use_remove_padding");
-  m.enable_gradient_checkpointing = get<bool>(c, mp + ".enable_gradient_checkpointing");
+  // null: verl's true for an HF model; false for the built-in one, where both cost time on the
+  // CPU and save nothing that matters (templates/job.yaml).
+  m.use_remove_padding = get_nullable<bool>(c, mp + ".use_remove_padding").value_or(m.path.has_value());
+  m.enable_gradient_checkpointing =
+      get_nullable<bool>(c, mp + ".enable_gradient_checkpointing").value_or(m.path.has_value());
 
   auto& a = j.actor;
   const std::string ap = "actor_rollout_ref.actor";
@@ -181,7 +184,8 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   cr.model_path = get_nullable<std::string>(c, "critic.model.path");
   if (!cr.model_path) cr.model_path = j.model.path;
   cr.use_remove_padding = get<bool>(c, "critic.model.use_remove_padding");
-  cr.enable_gradient_checkpointing = get<bool>(c, "critic.model.enable_gradient_checkpointing");
+  cr.enable_gradient_checkpointing =
+      get_nullable<bool>(c, "critic.model.enable_gradient_checkpointing").value_or(cr.model_path.has_value());
   cr.device = get<std::string>(c, "critic.device");
   cr.ppo_mini_batch_size = get<int64_t>(c, "critic.ppo_mini_batch_size");
   cr.ppo_micro_batch_size_per_gpu = get<int64_t>(c, "critic.ppo_micro_batch_size_per_gpu");

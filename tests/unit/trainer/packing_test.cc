@@ -266,9 +266,14 @@ JobConfig job(std::vector<std::string> overrides) {
 
 TEST(DynamicBsz, NullKeysFollowTheActorAsVerlsDefaults) {
   const auto d = job({});
-  EXPECT_TRUE(d.model.use_remove_padding);             // verl: actor_rollout_ref.model
-  EXPECT_TRUE(d.model.enable_gradient_checkpointing);
+  EXPECT_FALSE(d.model.use_remove_padding);            // null: off for the built-in model
+  EXPECT_FALSE(d.model.enable_gradient_checkpointing);
+  EXPECT_FALSE(d.critic.enable_gradient_checkpointing);
   EXPECT_FALSE(d.critic.use_remove_padding);           // verl: critic.model
+  const auto on = job({"actor_rollout_ref.model.use_remove_padding=True",
+                       "actor_rollout_ref.model.enable_gradient_checkpointing=true"});
+  EXPECT_TRUE(on.model.use_remove_padding);
+  EXPECT_TRUE(on.model.enable_gradient_checkpointing);
   EXPECT_FALSE(d.actor.use_dynamic_bsz);
   EXPECT_FALSE(d.critic.use_dynamic_bsz);
   EXPECT_EQ(d.critic.ppo_max_token_len_per_gpu, 32768);
