@@ -63,9 +63,13 @@ std::vector<Rule> job_rules() {
       positive("actor_rollout_ref.model.num_attention_heads"),
       positive("actor_rollout_ref.model.num_key_value_heads"),
       positive("actor_rollout_ref.model.max_position_embeddings"),
+      nullable("actor_rollout_ref.model.use_remove_padding", Type::kBool),
+      nullable("actor_rollout_ref.model.enable_gradient_checkpointing", Type::kBool),
+      nullable("critic.model.enable_gradient_checkpointing", Type::kBool),
       choice("actor_rollout_ref.actor.device", kDevices),
       positive("actor_rollout_ref.actor.ppo_mini_batch_size"),
       nullable("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", Type::kInt, 1),
+      positive("actor_rollout_ref.actor.ppo_max_token_len_per_gpu"),
       positive("actor_rollout_ref.actor.ppo_epochs"),
       range("actor_rollout_ref.actor.clip_ratio", 0, 10),
       range("actor_rollout_ref.actor.clip_ratio_low", 0, 10),
@@ -89,6 +93,8 @@ std::vector<Rule> job_rules() {
       range("actor_rollout_ref.rollout.gpu_memory_utilization", 0.05, 1),
       positive("actor_rollout_ref.rollout.tensor_model_parallel_size"),
       nullable("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", Type::kInt, 1),
+      nullable("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", Type::kBool),
+      nullable("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu", Type::kInt, 1),
       at_least("actor_rollout_ref.rollout.val_kwargs.temperature", 0),
       at_least("actor_rollout_ref.rollout.val_kwargs.top_k", -1),
       range("actor_rollout_ref.rollout.val_kwargs.top_p", 0, 1),
@@ -99,6 +105,11 @@ std::vector<Rule> job_rules() {
       typed("critic.ppo_mini_batch_size", Type::kInt, 1),
       nullable("critic.ppo_micro_batch_size_per_gpu", Type::kInt, 1),
       typed("critic.ppo_epochs", Type::kInt, 1),
+      nullable("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", Type::kBool),
+      nullable("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", Type::kInt, 1),
+      nullable("critic.use_dynamic_bsz", Type::kBool),
+      positive("critic.ppo_max_token_len_per_gpu"),
+      nullable("critic.forward_max_token_len_per_gpu", Type::kInt, 1),
       at_least("critic.cliprange_value", 0),
       choice("critic.loss_agg_mode", kLossAgg),
       at_least("critic.grad_clip", 0),
@@ -275,6 +286,14 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
       continue;
     }
     const long long per_rank = ranks > 0 ? mini * n / ranks : 0;
+    // With use_dynamic_bsz a token budget forms the micro-batches and the row count is unused
+    // (verl skips the check too); critic.use_dynamic_bsz null follows the actor's.
+    auto dynamic = [&](const std::string& r) {
+      const Json* d = find(root, r + ".use_dynamic_bsz");
+      return d && d->is_boolean() && d->get<bool>();
+    };
+    const Json* own = find(root, role + ".use_dynamic_bsz");
+    if (own && own->is_null() ? dynamic("actor_rollout_ref.actor") : dynamic(role)) continue;
     if (micro > 0 && per_rank % micro != 0)
       fail(role + ".ppo_micro_batch_size_per_gpu",
            "a mini batch gives " + std::to_string(per_rank) + " responses per rank (ppo_mini_batch_size " +

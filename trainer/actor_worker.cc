@@ -21,6 +21,7 @@ ActorWorker::ActorWorker(const JobConfig& config, CausalLm policy, const torch::
                          ParallelStrategy& strategy)
     : config_(config), strategy_(strategy), device_(device), module_(std::move(policy)) {
   module_->to(device_);
+  module_->model->set_gradient_checkpointing(config_.model.enable_gradient_checkpointing);
   const auto& o = config_.actor.optim;
   optim_ = make_adamw(module_->parameters(), o.lr, o.beta1, o.beta2, o.weight_decay);
 }
@@ -30,9 +31,20 @@ double ActorWorker::temperature() const {
   return t > 0 ? t : 1.0;
 }
 
+SequenceLayout ActorWorker::layout() const {
+  return config_.model.use_remove_padding ? SequenceLayout::kRemovePadding : SequenceLayout::kPadded;
+}
+
 ResponseLogProbs ActorWorker::compute_log_prob(const RolloutBatch& batch, bool with_entropy) {
-  return compute_log_probs(module_, batch, config_.rollout.log_prob_micro_batch_size_per_gpu, temperature(),
-                           with_entropy);
+  const auto& r = config_.rollout;
+  ForwardPlan plan;
+  plan.micro_batch = r.log_prob_micro_batch_size_per_gpu;
+  if (r.log_prob_use_dynamic_bsz) {
+    plan.max_token_len = r.log_prob_max_token_len_per_gpu;
+    plan.budget_key = "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu";
+  }
+  plan.layout = layout();
+  return compute_log_probs(module_, batch, plan, temperature(), with_entropy);
 }
 
 MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpdateInputs& in, int64_t step,
@@ -58,18 +70,24 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
   plan.epochs = ac.ppo_epochs;
   plan.mini_batch = ac.ppo_mini_batch_size * config_.rollout.sampling.n / strategy_.dp_size();
   plan.micro_batch = ac.ppo_micro_batch_size_per_gpu;
+  if (ac.use_dynamic_bsz) {
+    plan.max_token_len = ac.ppo_max_token_len_per_gpu;
+    plan.budget_key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu";
+  }
   plan.shuffle = ac.shuffle;
   plan.shuffle_seed = static_cast<uint64_t>(config_.trainer.seed) * 7919ULL + static_cast<uint64_t>(step) * 131ULL;
   plan.grad_clip = ac.grad_clip;
   plan.who = "actor";
   MeanAccumulator acc;
   const int64_t width = batch.response_width();
+  const auto seq_layout = layout();
   const auto stats = run_minibatch_update(
       all, batch.batch_size(), plan, *optim_, module_->parameters(), strategy_, acc, step,
       [&](const MicroBatch& mb) {
         const auto& d = mb.data;
         const auto& mask = d.at("response_mask");
-        auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width);
+        auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width,
+                                      seq_layout);
         if (temp != 1.0) logits = logits / temp;
         auto log_prob = log_probs_from_logits(logits, d.at("responses"));
         auto pl = algos::compute_policy_loss(d.at("old_log_prob"), log_prob, d.at("advantages"), mask,
@@ -94,7 +112,7 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
         acc.add("actor/ppo_kl", item(pl.ppo_kl));
         acc.add("actor/pg_clipfrac_lower", item(pl.pg_clipfrac_lower));
         acc.add("actor/entropy", item(entropy));
-        return loss * (static_cast<double>(mb.rows) / static_cast<double>(mb.mini_rows));
+        return loss * loss_scale(mb, mode);
       });
   acc.into(m);
   m["actor/skipped_updates"] = static_cast<double>(stats.skipped);
@@ -127,11 +145,13 @@ MetricMap ActorWorker::sft_step(const RolloutBatch& batch, double lr) {
                          {"position_ids", batch.position_ids}, {"responses", batch.responses},
                          {"response_mask", batch.response_mask}};
   const int64_t width = batch.response_width();
+  const auto seq_layout = layout();
   const auto stats = run_minibatch_update(
       all, batch.batch_size(), plan, *optim_, module_->parameters(), strategy_, acc, /*step=*/0,
       [&](const MicroBatch& mb) {
         const auto& d = mb.data;
-        auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width);
+        auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width,
+                                      seq_layout);
         const auto& labels = d.at("responses");
         const auto& mask = d.at("response_mask");
         auto lp = log_probs_from_logits(logits, labels);

@@ -57,6 +57,8 @@ class ActorWorker {
 
  private:
   double temperature() const;
+  // actor_rollout_ref.model.use_remove_padding as the forward to run.
+  SequenceLayout layout() const;
 
   const JobConfig& config_;
   ParallelStrategy& strategy_;

@@ -36,6 +36,9 @@ class CriticWorker {
   void set_updates(int64_t n) { updates_ = n; }
 
  private:
+  // critic.model.use_remove_padding as the forward to run.
+  SequenceLayout layout() const;
+
   const JobConfig& config_;
   ParallelStrategy& strategy_;
   torch::Device device_;

@@ -134,12 +134,19 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   m.tie_word_embeddings = get<bool>(c, mp + ".tie_word_embeddings");
   m.attention_bias = get<bool>(c, mp + ".attention_bias");
   m.max_position_embeddings = get<int64_t>(c, mp + ".max_position_embeddings");
+  // null: verl's true for an HF model; false for the built-in one, where both cost time on the
+  // CPU and save nothing that matters (templates/job.yaml).
+  m.use_remove_padding = get_nullable<bool>(c, mp + ".use_remove_padding").value_or(m.path.has_value());
+  m.enable_gradient_checkpointing =
+      get_nullable<bool>(c, mp + ".enable_gradient_checkpointing").value_or(m.path.has_value());
 
   auto& a = j.actor;
   const std::string ap = "actor_rollout_ref.actor";
   a.device = get<std::string>(c, ap + ".device");
   a.ppo_mini_batch_size = get<int64_t>(c, ap + ".ppo_mini_batch_size");
   a.ppo_micro_batch_size_per_gpu = get_nullable<int64_t>(c, ap + ".ppo_micro_batch_size_per_gpu").value_or(kWholeBatch);
+  a.use_dynamic_bsz = get<bool>(c, ap + ".use_dynamic_bsz");
+  a.ppo_max_token_len_per_gpu = get<int64_t>(c, ap + ".ppo_max_token_len_per_gpu");
   a.ppo_epochs = get<int64_t>(c, ap + ".ppo_epochs");
   a.shuffle = get<bool>(c, ap + ".shuffle");
   a.clip_ratio_low = get<double>(c, ap + ".clip_ratio_low");
@@ -159,19 +166,34 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   r.sampling = read_sampling(c, rp);
   r.seed = get<int64_t>(c, rp + ".seed");
   r.log_prob_micro_batch_size_per_gpu = get_nullable<int64_t>(c, rp + ".log_prob_micro_batch_size_per_gpu").value_or(kWholeBatch);
+  // null follows the actor, as verl's ${oc.select:actor_rollout_ref.actor...} defaults do.
+  r.log_prob_use_dynamic_bsz = get_nullable<bool>(c, rp + ".log_prob_use_dynamic_bsz").value_or(a.use_dynamic_bsz);
+  r.log_prob_max_token_len_per_gpu =
+      get_nullable<int64_t>(c, rp + ".log_prob_max_token_len_per_gpu").value_or(a.ppo_max_token_len_per_gpu);
   r.val = read_sampling(c, rp + ".val_kwargs");
   r.gpu_memory_utilization = get<double>(c, rp + ".gpu_memory_utilization");
 
   j.ref.device = get<std::string>(c, "actor_rollout_ref.ref.device");
   j.ref.log_prob_micro_batch_size_per_gpu =
-      get_nullable<int64_t>(c, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu").value_or(kWholeBatch);
+      get<int64_t>(c, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu");
+  j.ref.log_prob_use_dynamic_bsz =
+      get_nullable<bool>(c, "actor_rollout_ref.ref.log_prob_use_dynamic_bsz").value_or(a.use_dynamic_bsz);
+  j.ref.log_prob_max_token_len_per_gpu =
+      get_nullable<int64_t>(c, "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu").value_or(a.ppo_max_token_len_per_gpu);
 
   auto& cr = j.critic;
   cr.model_path = get_nullable<std::string>(c, "critic.model.path");
   if (!cr.model_path) cr.model_path = j.model.path;
+  cr.use_remove_padding = get<bool>(c, "critic.model.use_remove_padding");
+  cr.enable_gradient_checkpointing =
+      get_nullable<bool>(c, "critic.model.enable_gradient_checkpointing").value_or(cr.model_path.has_value());
   cr.device = get<std::string>(c, "critic.device");
   cr.ppo_mini_batch_size = get<int64_t>(c, "critic.ppo_mini_batch_size");
   cr.ppo_micro_batch_size_per_gpu = get_nullable<int64_t>(c, "critic.ppo_micro_batch_size_per_gpu").value_or(kWholeBatch);
+  cr.use_dynamic_bsz = get_nullable<bool>(c, "critic.use_dynamic_bsz").value_or(a.use_dynamic_bsz);
+  cr.ppo_max_token_len_per_gpu = get<int64_t>(c, "critic.ppo_max_token_len_per_gpu");
+  cr.forward_max_token_len_per_gpu =
+      get_nullable<int64_t>(c, "critic.forward_max_token_len_per_gpu").value_or(cr.ppo_max_token_len_per_gpu);
   cr.ppo_epochs = get<int64_t>(c, "critic.ppo_epochs");
   cr.cliprange_value = get<double>(c, "critic.cliprange_value");
   cr.loss_agg_mode = get<std::string>(c, "critic.loss_agg_mode");

@@ -62,12 +62,16 @@ struct ModelArchConfig {
   bool tie_word_embeddings = true;
   bool attention_bias = false;
   int64_t max_position_embeddings = 64;
+  bool use_remove_padding = true;             // verl's default: packed sequences, no padding compute
+  bool enable_gradient_checkpointing = true;  // verl's default: recompute layers in backward
 };
 
 struct ActorConfig {
   std::string device = "auto";
   int64_t ppo_mini_batch_size = 32;
   int64_t ppo_micro_batch_size_per_gpu = 64;
+  bool use_dynamic_bsz = false;               // micro-batches by ppo_max_token_len_per_gpu
+  int64_t ppo_max_token_len_per_gpu = 16384;
   int64_t ppo_epochs = 1;
   bool shuffle = false;
   double clip_ratio_low = 0.2;
@@ -95,6 +99,8 @@ struct RolloutConfig {
   SamplingConfig sampling;             // temperature, top_k, top_p, do_sample, n
   int64_t seed = 7;
   int64_t log_prob_micro_batch_size_per_gpu = 128;
+  bool log_prob_use_dynamic_bsz = false;          // null in the config: actor.use_dynamic_bsz
+  int64_t log_prob_max_token_len_per_gpu = 16384;  // null: actor.ppo_max_token_len_per_gpu
   SamplingConfig val;                  // rollout.val_kwargs
   // verl's share of GPU memory for the rollout; the native rollout shares the trainer's
   // allocator, so it caps the whole process's CUDA caching allocator on each device it uses.
@@ -104,13 +110,20 @@ struct RolloutConfig {
 struct RefConfig {
   std::string device = "auto";
   int64_t log_prob_micro_batch_size_per_gpu = 128;
+  bool log_prob_use_dynamic_bsz = false;          // null in the config: actor.use_dynamic_bsz
+  int64_t log_prob_max_token_len_per_gpu = 16384;  // null: actor.ppo_max_token_len_per_gpu
 };
 
 struct CriticConfig {
   std::optional<std::string> model_path;  // critic.model.path; nullopt: the actor's model path
+  bool use_remove_padding = false;             // critic.model.*: verl's defaults
+  bool enable_gradient_checkpointing = true;
   std::string device = "auto";
   int64_t ppo_mini_batch_size = 32;
   int64_t ppo_micro_batch_size_per_gpu = 64;
+  bool use_dynamic_bsz = false;                // null in the config: actor.use_dynamic_bsz
+  int64_t ppo_max_token_len_per_gpu = 32768;
+  int64_t forward_max_token_len_per_gpu = 32768;  // compute_values; null: ppo_max_token_len_per_gpu
   int64_t ppo_epochs = 1;
   double cliprange_value = 0.5;
   std::string loss_agg_mode = "token-mean";

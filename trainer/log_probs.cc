@@ -4,24 +4,42 @@
 #include <vector>
 
 #include "trainer/core_algos.h"
+#include "trainer/seqlen_balancing.h"
 
 namespace verl::trainer {
 
 torch::Tensor response_hidden(CausalLm& model, const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                              const torch::Tensor& position_ids, int64_t response_width) {
+                              const torch::Tensor& position_ids, int64_t response_width, SequenceLayout layout) {
   const int64_t total = input_ids.size(1);
   const int64_t p = total - response_width;
   // The last position predicts nothing we keep: run the backbone on all but it, and keep the
   // positions that predict response tokens (the LM head never sees the prompt's positions).
-  auto hidden = model->model->forward(input_ids.narrow(1, 0, total - 1), attention_mask.narrow(1, 0, total - 1),
-                                      position_ids.narrow(1, 0, total - 1));
+  auto hidden = backbone_hidden(model->model, input_ids.narrow(1, 0, total - 1), attention_mask.narrow(1, 0, total - 1),
+                                position_ids.narrow(1, 0, total - 1), layout);
   return hidden.narrow(1, p - 1, response_width);
 }
 
 torch::Tensor response_logits(CausalLm& model, const torch::Tensor& input_ids,
                               const torch::Tensor& attention_mask,
-                              const torch::Tensor& position_ids, int64_t response_width) {
-  return model->logits(response_hidden(model, input_ids, attention_mask, position_ids, response_width));
+                              const torch::Tensor& position_ids, int64_t response_width, SequenceLayout layout) {
+  return model->logits(response_hidden(model, input_ids, attention_mask, position_ids, response_width, layout));
+}
+
+std::vector<std::vector<int64_t>> plan_micro_batches(const ForwardPlan& plan, const torch::Tensor& attention_mask,
+                                                     int64_t min_micro_batches) {
+  const int64_t b = attention_mask.size(0);
+  if (plan.max_token_len <= 0) {
+    const int64_t micro = std::max<int64_t>(1, plan.micro_batch);
+    std::vector<std::vector<int64_t>> out;
+    for (int64_t s = 0; s < b; s += micro) {
+      out.emplace_back();
+      for (int64_t i = s; i < std::min(b, s + micro); ++i) out.back().push_back(i);
+    }
+    return out;
+  }
+  const auto lens = attention_mask.to(torch::kLong).sum(1).to(torch::kCPU).contiguous();
+  const std::vector<int64_t> seq_lens(lens.data_ptr<int64_t>(), lens.data_ptr<int64_t>() + b);
+  return rearrange_micro_batches(seq_lens, plan.max_token_len, plan.budget_key, min_micro_batches);
 }
 
 namespace {
@@ -60,18 +78,28 @@ torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t c
 
 ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, int64_t micro_batch,
                                    double temperature, bool with_entropy, int64_t chunk_tokens) {
+  ForwardPlan plan;
+  plan.micro_batch = micro_batch;
+  return compute_log_probs(model, batch, plan, temperature, with_entropy, chunk_tokens);
+}
+
+ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, const ForwardPlan& plan,
+                                   double temperature, bool with_entropy, int64_t chunk_tokens) {
   torch::NoGradGuard no_grad;
   EvalScope eval(*model);
   const int64_t b = batch.batch_size(), r = batch.response_width();
   const bool scale = temperature != 1.0 && temperature > 0.0;
   const int64_t chunk = std::max<int64_t>(1, chunk_tokens);
+  const auto parts = plan_micro_batches(plan, batch.attention_mask);
+  const auto device = batch.input_ids.device();
   std::vector<torch::Tensor> lps, ents;
-  for (int64_t start = 0; start < b; start += micro_batch) {
-    const int64_t n = std::min(micro_batch, b - start);
-    auto hidden = response_hidden(model, batch.input_ids.narrow(0, start, n), batch.attention_mask.narrow(0, start, n),
-                                  batch.position_ids.narrow(0, start, n), r);
+  for (const auto& part : parts) {
+    const int64_t n = static_cast<int64_t>(part.size());
+    const auto rows = torch::tensor(part, torch::kLong).to(device);
+    auto hidden = response_hidden(model, batch.input_ids.index_select(0, rows), batch.attention_mask.index_select(0, rows),
+                                  batch.position_ids.index_select(0, rows), r, plan.layout);
     auto flat = hidden.reshape({n * r, hidden.size(-1)});
-    auto labels = batch.responses.narrow(0, start, n).reshape({n * r});
+    auto labels = batch.responses.index_select(0, rows).reshape({n * r});
     // [chunk, V] logits at a time: the full [n, R, V] never exists.
     for (int64_t s = 0; s < n * r; s += chunk) {
       const int64_t k = std::min(chunk, n * r - s);
@@ -81,9 +109,11 @@ ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, i
       if (with_entropy) ents.push_back(algos::entropy_from_logits(logits));
     }
   }
+  // Rows were computed in the micro-batches' order; put them back in the batch's.
+  const auto order = torch::tensor(restore_order(parts), torch::kLong).to(device);
   ResponseLogProbs out;
-  out.log_probs = torch::cat(lps, 0).reshape({b, r});
-  if (with_entropy) out.entropy = torch::cat(ents, 0).reshape({b, r});
+  out.log_probs = torch::cat(lps, 0).reshape({b, r}).index_select(0, order);
+  if (with_entropy) out.entropy = torch::cat(ents, 0).reshape({b, r}).index_select(0, order);
   return out;
 }
 

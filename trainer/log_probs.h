@@ -10,9 +10,16 @@
 // log-softmax for the backward pass anyway.
 // Determinism: the log-softmax of a row does not depend on the chunk it is computed in, so the
 // chunk size never changes a result on the CPU.
+//
+// Micro-batches are a fixed number of rows, or (verl's log_prob_use_dynamic_bsz) formed by a
+// token budget with balanced workloads (trainer/seqlen_balancing.h); either way the results
+// come back in the batch's row order. With SequenceLayout::kRemovePadding the backbone runs on
+// the packed real tokens only (model.h).
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -23,13 +30,30 @@ namespace verl::trainer {
 
 // The backbone's hidden states at the positions that predict the response tokens, [B, R, H].
 torch::Tensor response_hidden(CausalLm& model, const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                              const torch::Tensor& position_ids, int64_t response_width);
+                              const torch::Tensor& position_ids, int64_t response_width,
+                              SequenceLayout layout = SequenceLayout::kPadded);
 
 // Logits of the response positions, [B, R, V] float32, with a graph when grad mode is on (the
 // LM head runs on the response positions only).
 torch::Tensor response_logits(CausalLm& model, const torch::Tensor& input_ids,
                               const torch::Tensor& attention_mask,
-                              const torch::Tensor& position_ids, int64_t response_width);
+                              const torch::Tensor& position_ids, int64_t response_width,
+                              SequenceLayout layout = SequenceLayout::kPadded);
+
+// How a forward pass over a batch is cut into micro-batches and which forward it runs.
+struct ForwardPlan {
+  int64_t micro_batch = 1;    // rows per micro-batch, when max_token_len is 0
+  int64_t max_token_len = 0;  // > 0 (use_dynamic_bsz): micro-batches by this budget of real tokens
+  std::string budget_key;     // the key max_token_len came from, named by the too-long-row error
+  SequenceLayout layout = SequenceLayout::kPadded;
+};
+
+// The rows of each micro-batch of `plan` over a batch with this attention_mask [B, T]:
+// consecutive runs of micro_batch rows, or rearrange_micro_batches over the rows' real token
+// counts (at least min_micro_batches of them). Throws verl::Error naming plan.budget_key when
+// a row alone exceeds the budget.
+std::vector<std::vector<int64_t>> plan_micro_batches(const ForwardPlan& plan, const torch::Tensor& attention_mask,
+                                                     int64_t min_micro_batches = 0);
 
 // log softmax(logits / temperature) gathered at labels: [B, R, V] x [B, R] -> [B, R], computed
 // over chunks of chunk_rows rows of B*R.
@@ -50,6 +74,10 @@ struct ResponseLogProbs {
 // (verl's rollout temperature).
 inline constexpr int64_t kDefaultLogProbChunkTokens = 512;
 ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, int64_t micro_batch,
+                                   double temperature, bool with_entropy = false,
+                                   int64_t chunk_tokens = kDefaultLogProbChunkTokens);
+// The same with micro-batches and the forward chosen by `plan`; rows come back in batch order.
+ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, const ForwardPlan& plan,
                                    double temperature, bool with_entropy = false,
                                    int64_t chunk_tokens = kDefaultLogProbChunkTokens);
 

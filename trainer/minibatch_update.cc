@@ -5,6 +5,8 @@
 #include <random>
 
 #include "common/log.h"
+#include "trainer/log_probs.h"
+#include "trainer/seqlen_balancing.h"
 
 namespace verl::trainer {
 
@@ -34,6 +36,31 @@ void set_lr(torch::optim::Optimizer& optimizer, double lr) {
   }
 }
 
+double loss_scale(const MicroBatch& mb, algos::LossAggMode mode) {
+  if (mb.dynamic && mode == algos::LossAggMode::kTokenMean && mb.mini_tokens > 0) return mb.tokens / mb.mini_tokens;
+  return static_cast<double>(mb.rows) / static_cast<double>(std::max<int64_t>(1, mb.mini_rows));
+}
+
+namespace {
+
+// The largest micro-batch count of any rank (verl's same_micro_num_in_dp), through the one
+// collective the strategy has: each rank writes its count in its own slot of a zero vector,
+// and the sum is every rank's count.
+int64_t max_over_ranks(ParallelStrategy& strategy, int64_t count) {
+  if (strategy.dp_size() <= 1) return count;
+  auto slots = torch::zeros({strategy.dp_size()}, torch::kFloat64);
+  slots[strategy.dp_rank()] = static_cast<double>(count);
+  strategy.all_reduce_sum(slots);
+  return static_cast<int64_t>(slots.max().item<double>());
+}
+
+double mask_sum(const TensorMap& data) {
+  const auto it = data.find("response_mask");
+  return it == data.end() ? 0.0 : item(it->second.sum());
+}
+
+}  // namespace
+
 UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const UpdatePlan& plan,
                                  torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
                                  ParallelStrategy& strategy, MeanAccumulator& acc, int64_t step,
@@ -53,12 +80,36 @@ UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const Upd
     for (int64_t s = 0; s < rows; s += mini) {
       const int64_t mb = std::min(mini, rows - s);
       optimizer.zero_grad();
-      for (int64_t u = s; u < s + mb; u += micro) {
-        MicroBatch m;
-        m.rows = std::min(micro, s + mb - u);
-        m.mini_rows = mb;
-        m.data = select_rows(batch, order.narrow(0, u, m.rows));
-        micro_loss(m).backward();
+      const auto mini_order = order.narrow(0, s, mb);
+      if (plan.max_token_len > 0) {
+        const TensorMap mini_data = select_rows(batch, mini_order.to(batch.at("attention_mask").device()));
+        ForwardPlan fp;
+        fp.max_token_len = plan.max_token_len;
+        fp.budget_key = plan.budget_key;
+        const auto& mask = mini_data.at("attention_mask");
+        const auto lens = mask.to(torch::kLong).sum(1).to(torch::kCPU).contiguous();
+        const std::vector<int64_t> seq_lens(lens.data_ptr<int64_t>(), lens.data_ptr<int64_t>() + mb);
+        const int64_t count = max_over_ranks(strategy, count_micro_batches(seq_lens, plan.max_token_len));
+        const auto parts = plan_micro_batches(fp, mask, count);
+        const double mini_tokens = mask_sum(mini_data);
+        for (const auto& part : parts) {
+          MicroBatch m;
+          m.rows = static_cast<int64_t>(part.size());
+          m.mini_rows = mb;
+          m.dynamic = true;
+          m.data = select_rows(mini_data, torch::tensor(part, torch::kLong).to(mask.device()));
+          m.tokens = mask_sum(m.data);
+          m.mini_tokens = mini_tokens;
+          micro_loss(m).backward();
+        }
+      } else {
+        for (int64_t u = s; u < s + mb; u += micro) {
+          MicroBatch m;
+          m.rows = std::min(micro, s + mb - u);
+          m.mini_rows = mb;
+          m.data = select_rows(batch, order.narrow(0, u, m.rows));
+          micro_loss(m).backward();
+        }
       }
       strategy.sync_gradients(params);
       const double gn = torch::nn::utils::clip_grad_norm_(params, plan.grad_clip);

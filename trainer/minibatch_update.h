@@ -5,8 +5,12 @@
 // grad_clip, and the optimizer steps. A mini-batch whose gradient norm is not finite is
 // skipped (no step), logged, and counted.
 //
+// Micro-batches are micro_batch rows each, or (use_dynamic_bsz) formed by a token budget as
+// verl's rearrange_micro_batches, with every data-parallel rank running the same number of
+// them (the count is the group's maximum).
+//
 // The loss callback sees one micro-batch (the named rows) and returns the loss to
-// backpropagate, already scaled for accumulation (e.g. by micro rows / mini rows).
+// backpropagate, already scaled for accumulation by loss_scale (micro / mini-batch).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +22,7 @@
 #include <torch/torch.h>
 
 #include "trainer/batch.h"
+#include "trainer/core_algos.h"
 #include "trainer/job_config.h"
 #include "trainer/metrics.h"
 #include "trainer/parallel_strategy.h"
@@ -43,7 +48,9 @@ class MeanAccumulator {
 struct UpdatePlan {
   int64_t epochs = 1;
   int64_t mini_batch = 1;    // rows per optimizer step, on this rank
-  int64_t micro_batch = 1;   // rows per forward/backward
+  int64_t micro_batch = 1;   // rows per forward/backward (when max_token_len is 0)
+  int64_t max_token_len = 0; // > 0 (use_dynamic_bsz): micro-batches by this budget of real tokens
+  std::string budget_key;    // the key max_token_len came from, for the too-long-row error
   bool shuffle = false;      // a fresh seeded permutation of the rows per epoch
   uint64_t shuffle_seed = 0; // mixed with the epoch
   double grad_clip = 1.0;
@@ -54,7 +61,18 @@ struct MicroBatch {
   TensorMap data;        // the micro-batch's rows of every tensor
   int64_t rows = 0;      // rows in this micro-batch
   int64_t mini_rows = 0; // rows in its mini-batch
+  bool dynamic = false;  // formed by a token budget (use_dynamic_bsz)
+  double tokens = 0;     // loss tokens (sum of "response_mask", when the batch has one) in it
+  double mini_tokens = 0;  // ... and in its mini-batch
 };
+
+// The factor a micro-batch's loss (aggregated over the micro-batch with `mode`) is multiplied
+// by so that the accumulated gradient is the mini-batch's (verl's loss_scale_factor).
+// Fixed micro-batches: rows / mini rows (verl's 1 / gradient_accumulation). Dynamic ones: for
+// token-mean, tokens / mini tokens, which makes the sum the mini-batch's token mean however
+// the rows were grouped (verl's engine workers' global token normalisation); for the other
+// modes rows / mini rows (verl's dp_actor).
+double loss_scale(const MicroBatch& mb, algos::LossAggMode mode);
 
 struct UpdateStats {
   int64_t steps = 0;    // optimizer steps taken

@@ -7,6 +7,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <cstdint>
+#include <map>
 
 #include "common/error.h"
 
@@ -64,6 +66,31 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   auto x1 = x.narrow(-1, 0, half);
   auto x2 = x.narrow(-1, half, half);
   return torch::cat({-x2, x1}, -1);
+}
+
+// softmax(q k^T / sqrt(d) + mask) v for q [B,h,t,d] and k, v [B,kvh,T,d] (fp32; the matmuls in
+// the compute dtype); mask broadcasts to [B,h,t,T]. Returns [B,h,t,d] fp32.
+torch::Tensor attend(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const torch::Tensor& mask,
+                     torch::Dtype dt) {
+  const int64_t b = q.size(0), h = q.size(1), d = q.size(3);
+  const int64_t kvh = k.size(1), total = k.size(2);
+  if (kvh != h) {  // grouped-query attention: each kv head serves h/kvh query heads (HF repeat_kv)
+    k = k.unsqueeze(2).expand({b, kvh, h / kvh, total, d}).reshape({b, h, total, d});
+    v = v.unsqueeze(2).expand({b, kvh, h / kvh, total, d}).reshape({b, h, total, d});
+  }
+  auto scores = torch::matmul(q.to(dt), k.transpose(2, 3).to(dt)).to(torch::kFloat32) /
+                std::sqrt(static_cast<double>(d));
+  auto probs = torch::softmax(scores + mask, -1);
+  return torch::matmul(probs.to(dt), v.to(dt)).to(torch::kFloat32);
+}
+
+// The additive causal mask [len, len] of one sequence (with Mistral's sliding window).
+torch::Tensor causal_mask(int64_t len, int64_t sliding_window, const torch::Device& device) {
+  auto pos = torch::arange(len, torch::TensorOptions().dtype(torch::kLong).device(device));
+  auto allowed = pos.unsqueeze(0) <= pos.unsqueeze(1);
+  if (sliding_window > 0) allowed = allowed & (pos.unsqueeze(1) - pos.unsqueeze(0) < sliding_window);
+  return torch::zeros({len, len}, torch::TensorOptions().dtype(torch::kFloat32).device(device))
+      .masked_fill(allowed.logical_not(), kMaskValue);
 }
 
 
@@ -161,16 +188,40 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     *cache_k = k;
     *cache_v = v;
   }
-  const int64_t total = k.size(2);
-  if (kvh != h) {  // grouped-query attention: each kv head serves h/kvh query heads (HF repeat_kv)
-    k = k.unsqueeze(2).expand({b, kvh, h / kvh, total, d}).reshape({b, h, total, d});
-    v = v.unsqueeze(2).expand({b, kvh, h / kvh, total, d}).reshape({b, h, total, d});
+  auto out = attend(q, k, v, mask, dt).transpose(1, 2).reshape({b, t, h * d});
+  return linear_in(out, o_proj, dt).to(torch::kFloat32);
+}
+
+torch::Tensor AttentionImpl::forward_packed(const torch::Tensor& x, const torch::Tensor& cos,
+                                            const torch::Tensor& sin, const CuSeqlens& cu_seqlens) {
+  const auto dt = config_.compute_dtype;
+  const int64_t n = x.size(1), d = config_.head_dim();
+  const int64_t h = config_.num_attention_heads, kvh = config_.num_key_value_heads;
+  auto q = linear_in(x, q_proj, dt).view({1, n, h, d});
+  auto k = linear_in(x, k_proj, dt).view({1, n, kvh, d});
+  if (q_norm) {
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
   }
-  auto scores = torch::matmul(q.to(dt), k.transpose(2, 3).to(dt)).to(torch::kFloat32) /
-                std::sqrt(static_cast<double>(d));
-  auto probs = torch::softmax(scores + mask, -1);
-  auto out = torch::matmul(probs.to(dt), v.to(dt)).to(torch::kFloat32);
-  out = out.transpose(1, 2).reshape({b, t, h * d});
+  q = q.transpose(1, 2).to(torch::kFloat32);
+  k = k.transpose(1, 2).to(torch::kFloat32);
+  auto v = linear_in(x, v_proj, dt).view({1, n, kvh, d}).transpose(1, 2).to(torch::kFloat32);
+  q = q * cos + rotate_half(q) * sin;
+  k = k * cos + rotate_half(k) * sin;
+  // One attention per sequence: the scores of a batch of B sequences of lengths L_i cost
+  // sum L_i^2 instead of the padded B * T^2 (or the N^2 of one block-diagonal mask). Written
+  // out like the padded path (no scaled_dot_product_attention: see the header) so both agree.
+  std::map<int64_t, torch::Tensor> masks;  // by length: most batches repeat a few
+  std::vector<torch::Tensor> outs;
+  outs.reserve(cu_seqlens.size());
+  for (size_t i = 0; i + 1 < cu_seqlens.size(); ++i) {
+    const int64_t s = cu_seqlens[i], len = cu_seqlens[i + 1] - s;
+    if (len <= 0) continue;
+    auto& mask = masks[len];
+    if (!mask.defined()) mask = causal_mask(len, config_.sliding_window, x.device());
+    outs.push_back(attend(q.narrow(2, s, len), k.narrow(2, s, len), v.narrow(2, s, len), mask, dt));
+  }
+  auto out = torch::cat(outs, 2).transpose(1, 2).reshape({1, n, h * d});
   return linear_in(out, o_proj, dt).to(torch::kFloat32);
 }
 
@@ -201,11 +252,90 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
+torch::Tensor DecoderLayerImpl::forward_packed(const torch::Tensor& x, const torch::Tensor& cos,
+                                               const torch::Tensor& sin, const CuSeqlens& cu_seqlens) {
+  auto h = x + self_attn->forward_packed(input_layernorm->forward(x), cos, sin, cu_seqlens);
+  return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+torch::Tensor DecoderLayerImpl::forward_any(const torch::Tensor& x, const torch::Tensor& cos,
+                                            const torch::Tensor& sin, const torch::Tensor& mask,
+                                            const CuSeqlens& cu_seqlens) {
+  if (cu_seqlens.empty()) return forward(x, cos, sin, mask, nullptr, nullptr);
+  return forward_packed(x, cos, sin, cu_seqlens);
+}
+
+namespace {
+
+// enable_gradient_checkpointing for one decoder layer: libtorch C++ has no
+// torch.utils.checkpoint, so this is its reentrant variant. Forward runs the layer without a
+// graph and keeps only its inputs; backward runs it again with a graph from the saved input
+// and backpropagates through that, which accumulates the parameters' gradients and yields the
+// input's. The layer is deterministic (no dropout, no RNG), so the recomputation is the same.
+struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask,
+                               DecoderLayerImpl* layer, const CuSeqlens& cu_seqlens) {
+    ctx->save_for_backward({x, cos, sin, mask});
+    // saved_data holds IValues only; the layer outlives the graph (the module owns it), so
+    // its address is kept as an integer.
+    ctx->saved_data["layer"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(layer));
+    ctx->saved_data["cu_seqlens"] = c10::IValue(cu_seqlens);
+    torch::NoGradGuard no_grad;
+    return layer->forward_any(x, cos, sin, mask, cu_seqlens);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    auto* layer = reinterpret_cast<DecoderLayerImpl*>(static_cast<intptr_t>(ctx->saved_data["layer"].toInt()));
+    const CuSeqlens cu_seqlens = ctx->saved_data["cu_seqlens"].toIntVector();
+    auto x = saved[0].detach().requires_grad_(true);
+    torch::Tensor y;
+    {
+      torch::AutoGradMode grad(true);
+      y = layer->forward_any(x, saved[1], saved[2], saved[3], cu_seqlens);
+    }
+    torch::autograd::backward({y}, {grad_out[0]});
+    // One gradient per argument of forward; only x has one.
+    return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 BackboneImpl::BackboneImpl(const ModelConfig& c, const torch::TensorOptions& o) : config_(c) {
   embed_tokens = register_module("embed_tokens", TokenEmbedding(c.vocab_size, c.hidden_size, o));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(DecoderLayer(c, o));
   norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps, o));
+}
+
+std::pair<torch::Tensor, torch::Tensor> BackboneImpl::rope(const torch::Tensor& position_ids) {
+  const auto device = position_ids.device();
+  if (!inv_freq_.defined() || inv_freq_.device() != device) inv_freq_ = rope_inv_freq(config_).to(device);
+  auto freqs = position_ids.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;  // [B,t,D/2]
+  auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                    // [B,1,t,D]
+  return {emb.cos(), emb.sin()};
+}
+
+torch::Tensor BackboneImpl::run_layers(torch::Tensor h, const torch::Tensor& cos, const torch::Tensor& sin,
+                                       const torch::Tensor& mask, const CuSeqlens& cu_seqlens, KvCache* cache) {
+  const bool checkpoint = gradient_checkpointing_ && cache == nullptr && torch::GradMode::is_enabled();
+  // A custom Function records each tensor argument's device, so an undefined one (the packed
+  // path has no mask) is passed as an empty tensor; forward_any ignores it there.
+  const torch::Tensor mask_arg = mask.defined() ? mask : torch::empty({0}, cos.options());
+  for (size_t i = 0; i < layers->size(); ++i) {
+    auto& layer = layers->at<DecoderLayerImpl>(i);
+    if (checkpoint) {
+      h = CheckpointedLayer::apply(h, cos, sin, mask_arg, &layer, cu_seqlens);
+    } else if (!cu_seqlens.empty()) {
+      h = layer.forward_packed(h, cos, sin, cu_seqlens);
+    } else {
+      h = layer.forward(h, cos, sin, mask, cache ? &cache->keys[i] : nullptr, cache ? &cache->values[i] : nullptr);
+    }
+  }
+  return norm->forward(h);
 }
 
 torch::Tensor BackboneImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
@@ -216,10 +346,7 @@ torch::Tensor BackboneImpl::forward(const torch::Tensor& input_ids, const torch:
   const int64_t total = past + t;
   TORCH_CHECK(attention_mask.size(1) == total, "attention_mask covers ", attention_mask.size(1),
               " keys, expected ", total);
-  if (!inv_freq_.defined() || inv_freq_.device() != device) inv_freq_ = rope_inv_freq(config_).to(device);
-  auto freqs = position_ids.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;  // [B,t,D/2]
-  auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);                    // [B,1,t,D]
-  auto cos = emb.cos(), sin = emb.sin();
+  auto [cos, sin] = rope(position_ids);
 
   // Query j sits at absolute position past + j and may see key i <= past + j that is real.
   auto q_pos = torch::arange(past, total, torch::TensorOptions().dtype(torch::kLong).device(device));
@@ -237,12 +364,36 @@ torch::Tensor BackboneImpl::forward(const torch::Tensor& input_ids, const torch:
     cache->keys.assign(layers->size(), torch::Tensor());
     cache->values.assign(layers->size(), torch::Tensor());
   }
-  for (size_t i = 0; i < layers->size(); ++i) {
-    h = layers->at<DecoderLayerImpl>(i).forward(h, cos, sin, mask,
-                                                cache ? &cache->keys[i] : nullptr,
-                                                cache ? &cache->values[i] : nullptr);
-  }
-  return norm->forward(h);
+  return run_layers(h, cos, sin, mask, CuSeqlens{}, cache);
+}
+
+torch::Tensor BackboneImpl::forward_packed(const torch::Tensor& input_ids, const torch::Tensor& position_ids,
+                                           const CuSeqlens& cu_seqlens) {
+  TORCH_CHECK(input_ids.size(0) == 1 && !cu_seqlens.empty() && cu_seqlens.back() == input_ids.size(1),
+              "packed input [1, N] with cu_seqlens ending at N expected");
+  auto [cos, sin] = rope(position_ids);
+  return run_layers(embed_tokens->forward(input_ids), cos, sin, torch::Tensor(), cu_seqlens, nullptr);
+}
+
+torch::Tensor BackboneImpl::forward_unpadded(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                             const torch::Tensor& position_ids) {
+  const int64_t b = input_ids.size(0), t = input_ids.size(1);
+  // verl's unpad_input / pad_input: the real tokens in row order, then back to [B,t] slots.
+  const auto indices = attention_mask.reshape({-1}).to(torch::kBool).nonzero().squeeze(-1);
+  const auto lengths = attention_mask.to(torch::kLong).sum(1).to(torch::kCPU).contiguous();
+  const int64_t* len = lengths.data_ptr<int64_t>();
+  CuSeqlens cu_seqlens(static_cast<size_t>(b) + 1, 0);
+  for (int64_t i = 0; i < b; ++i) cu_seqlens[i + 1] = cu_seqlens[i] + len[i];
+  auto ids = input_ids.reshape({-1}).index_select(0, indices).unsqueeze(0);
+  auto pos = position_ids.reshape({-1}).index_select(0, indices).unsqueeze(0);
+  auto hidden = forward_packed(ids, pos, cu_seqlens).squeeze(0);  // [N,H]
+  return torch::zeros({b * t, hidden.size(-1)}, hidden.options()).index_copy(0, indices, hidden).view({b, t, -1});
+}
+
+torch::Tensor backbone_hidden(Backbone& backbone, const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                              const torch::Tensor& position_ids, SequenceLayout layout) {
+  if (layout == SequenceLayout::kRemovePadding) return backbone->forward_unpadded(input_ids, attention_mask, position_ids);
+  return backbone->forward(input_ids, attention_mask, position_ids);
 }
 
 CausalLmImpl::CausalLmImpl(const ModelConfig& c, const torch::TensorOptions& o) : config_(c) {
@@ -271,10 +422,10 @@ CriticModelImpl::CriticModelImpl(const ModelConfig& c, const torch::TensorOption
 }
 
 torch::Tensor CriticModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                                       const torch::Tensor& position_ids) {
+                                       const torch::Tensor& position_ids, SequenceLayout layout) {
   // The value head stays fp32 (torch::linear, as the nn::Linear it replaced): values feed the
   // GAE in fp32 whatever the compute dtype.
-  auto h = model->forward(input_ids, attention_mask, position_ids);
+  auto h = backbone_hidden(model, input_ids, attention_mask, position_ids, layout);
   const auto w = score->weight.to(torch::kFloat32);
   const auto b = score->bias.defined() ? score->bias.to(torch::kFloat32) : torch::Tensor();
   return torch::linear(h, w, b).squeeze(-1);

@@ -19,6 +19,16 @@
 // API differs between libtorch 1.13 and 2.x. Masked scores use a large finite negative so an
 // all-padding query row yields uniform weights, never NaN.
 //
+// Two ways to run the backbone over a training batch (verl's actor_rollout_ref.model keys):
+// - use_remove_padding (forward_unpadded): the rows' real tokens are packed into one [1, N]
+//   sequence with per-token position ids, and attention runs per sequence (causal inside each,
+//   nothing across), so no projection, MLP or attention score is computed for padding. The
+//   results at real positions equal the padded forward's up to summation order (fp32: ~1e-6).
+// - enable_gradient_checkpointing: each decoder layer keeps only its input for the backward
+//   pass and recomputes its activations there (HF's gradient checkpointing, which verl turns
+//   on). Only under grad mode and without a KV cache. No layer draws random numbers (no
+//   dropout), so the recomputation is the same computation and the gradients are bitwise equal.
+//
 // Parameters are float32 by default (the master copy the optimizer updates); with compute dtype
 // bfloat16 the matmuls run in bf16 and norms/softmax/RoPE/logits in fp32 (what autocast would
 // do). Parameters may also be built in bf16 (inference copies); the forward casts them to the
@@ -125,12 +135,19 @@ class RmsNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RmsNorm);
 
+// Where the sequences of a packed [1, N] row begin and end: sequence i is [cu_seqlens[i],
+// cu_seqlens[i+1]) (flash-attention's varlen convention).
+using CuSeqlens = std::vector<int64_t>;
+
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
   // x [B,t,H]; cos/sin [B,t,D]; mask [B,1,t,T] additive (0 or large negative).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask, torch::Tensor* cache_k, torch::Tensor* cache_v);
+  // x [1,N,H] packed sequences; cos/sin [1,1,N,D]; each sequence attends causally to itself only.
+  torch::Tensor forward_packed(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                               const CuSeqlens& cu_seqlens);
   Dense q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RmsNorm q_norm{nullptr}, k_norm{nullptr};  // null unless config.qk_norm
 
@@ -155,6 +172,12 @@ class DecoderLayerImpl : public torch::nn::Module {
   explicit DecoderLayerImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask, torch::Tensor* cache_k, torch::Tensor* cache_v);
+  // Packed sequences (see AttentionImpl::forward_packed).
+  torch::Tensor forward_packed(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                               const CuSeqlens& cu_seqlens);
+  // Either of the above without a cache: cu_seqlens empty -> padded with mask, else packed.
+  torch::Tensor forward_any(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                            const torch::Tensor& mask, const CuSeqlens& cu_seqlens);
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   Attention self_attn{nullptr};
   Mlp mlp{nullptr};
@@ -168,16 +191,42 @@ class BackboneImpl : public torch::nn::Module {
   // input_ids/position_ids [B,t]; attention_mask [B, T_past + t]. Returns hidden [B,t,H] fp32.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         const torch::Tensor& position_ids, KvCache* cache = nullptr);
+  // use_remove_padding: the same [B,t,H] hidden states, computed on the real tokens only
+  // (packed into one sequence); padding positions come back as zeros. attention_mask [B,t].
+  torch::Tensor forward_unpadded(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                 const torch::Tensor& position_ids);
+  // Packed input: input_ids/position_ids [1,N] holding the sequences cu_seqlens delimits.
+  // Returns hidden [1,N,H] fp32.
+  torch::Tensor forward_packed(const torch::Tensor& input_ids, const torch::Tensor& position_ids,
+                               const CuSeqlens& cu_seqlens);
+  // enable_gradient_checkpointing: recompute each layer in backward (no effect without grad).
+  void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
+  bool gradient_checkpointing() const { return gradient_checkpointing_; }
   const ModelConfig& config() const { return config_; }
   TokenEmbedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RmsNorm norm{nullptr};
 
  private:
+  // cos/sin [B,1,t,D] of RoPE at position_ids [B,t].
+  std::pair<torch::Tensor, torch::Tensor> rope(const torch::Tensor& position_ids);
+  torch::Tensor run_layers(torch::Tensor h, const torch::Tensor& cos, const torch::Tensor& sin,
+                           const torch::Tensor& mask, const CuSeqlens& cu_seqlens, KvCache* cache);
+
   ModelConfig config_;
   torch::Tensor inv_freq_;  // [head_dim/2] fp32 on the input's device, from rope_inv_freq
+  bool gradient_checkpointing_ = false;
 };
+
 TORCH_MODULE(Backbone);
+
+// Which forward a worker runs over a padded [B, T] batch (actor_rollout_ref.model /
+// critic.model use_remove_padding).
+enum class SequenceLayout { kPadded, kRemovePadding };
+
+// The backbone's hidden states [B,t,H] of a padded batch, through forward or forward_unpadded.
+torch::Tensor backbone_hidden(Backbone& backbone, const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                              const torch::Tensor& position_ids, SequenceLayout layout);
 
 // HF's LlamaForCausalLM: the policy (actor) and the reference.
 class CausalLmImpl : public torch::nn::Module {
@@ -213,9 +262,9 @@ class CriticModelImpl : public torch::nn::Module {
  public:
   explicit CriticModelImpl(const ModelConfig& config, const torch::TensorOptions& options = {},
                            ValueHeadBias bias = ValueHeadBias::kNone);
-  // Values [B,t], float32.
+  // Values [B,t], float32 (0 at padding with kRemovePadding).
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                        const torch::Tensor& position_ids);
+                        const torch::Tensor& position_ids, SequenceLayout layout = SequenceLayout::kPadded);
   const ModelConfig& config() const { return model->config(); }
   Backbone model{nullptr};
   Dense score{nullptr};

@@ -14,7 +14,16 @@ torch::Tensor RefWorker::compute_ref_log_prob(const RolloutBatch& batch) {
   on_ref.position_ids = batch.position_ids.to(device_);
   on_ref.responses = batch.responses.to(device_);
   const double t = config_.rollout.sampling.temperature;
-  return compute_log_probs(module_, on_ref, config_.ref.log_prob_micro_batch_size_per_gpu, t > 0 ? t : 1.0).log_probs;
+  const auto& ref = config_.ref;
+  ForwardPlan plan;
+  plan.micro_batch = ref.log_prob_micro_batch_size_per_gpu;
+  if (ref.log_prob_use_dynamic_bsz) {
+    plan.max_token_len = ref.log_prob_max_token_len_per_gpu;
+    plan.budget_key = "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu";
+  }
+  // The reference is the actor's model: actor_rollout_ref.model decides its forward, as in verl.
+  plan.layout = config_.model.use_remove_padding ? SequenceLayout::kRemovePadding : SequenceLayout::kPadded;
+  return compute_log_probs(module_, on_ref, plan, t > 0 ? t : 1.0).log_probs;
 }
 
 }  // namespace verl::trainer

@@ -120,6 +120,18 @@ TEST(Config, MiniBatchMustSplitIntoMicroBatches) {
   EXPECT_NE(i->message.find("128"), std::string::npos);
 }
 
+TEST(Config, DynamicBszLeavesTheMicroBatchRowCountUnchecked) {
+  // A token budget forms the micro-batches; the critic's null follows the actor's switch.
+  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=48",
+                                    "critic.ppo_micro_batch_size_per_gpu=48",
+                                    "actor_rollout_ref.actor.use_dynamic_bsz=true"});
+  EXPECT_EQ(issue_at(d, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"), nullptr);
+  EXPECT_EQ(issue_at(d, "critic.ppo_micro_batch_size_per_gpu"), nullptr);
+  auto e = resolve(Kind::kJob, "", {"critic.ppo_micro_batch_size_per_gpu=48",
+                                    "actor_rollout_ref.actor.use_dynamic_bsz=true", "critic.use_dynamic_bsz=false"});
+  EXPECT_NE(issue_at(e, "critic.ppo_micro_batch_size_per_gpu"), nullptr);
+}
+
 TEST(Config, TensorParallelRolloutIsAWarningWithTheDataParallelHint) {
   auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.rollout.tensor_model_parallel_size=2"});
   EXPECT_TRUE(d.ok());
