@@ -175,7 +175,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
 
   j.ref.device = get<std::string>(c, "actor_rollout_ref.ref.device");
   j.ref.log_prob_micro_batch_size_per_gpu =
-      get<int64_t>(c, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu");
+      get_nullable<int64_t>(c, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu").value_or(kWholeBatch);
   j.ref.log_prob_use_dynamic_bsz =
       get_nullable<bool>(c, "actor_rollout_ref.ref.log_prob_use_dynamic_bsz").value_or(a.use_dynamic_bsz);
   j.ref.log_prob_max_token_len_per_gpu =

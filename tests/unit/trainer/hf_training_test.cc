@@ -48,7 +48,8 @@ TEST(HfTraining, TheExportedActorLoadsBackBitForBit) {
                     "trainer.test_freq=-1", "trainer.val_before_train=false", "data.train_batch_size=4",
                     "actor_rollout_ref.actor.ppo_mini_batch_size=4", "critic.ppo_mini_batch_size=4",
                     "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
-                    "critic.ppo_micro_batch_size_per_gpu=8", "trainer.logger=[console]"},
+                    "critic.ppo_micro_batch_size_per_gpu=8", "trainer.logger=[console]",
+                    "data.max_prompt_length=32", "data.max_response_length=4"},
                    "export"),
                nullptr);
   EXPECT_EQ(t.tokenizer().vocab_size(), 151669);  // Qwen3's tokenizer, not the built-in characters
