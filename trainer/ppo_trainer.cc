@@ -13,6 +13,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/critic_worker.h"
 #include "trainer/hf_model.h"
+#include "trainer/host_memory.h"
 #include "text/hf_tokenizer.h"
 #include "trainer/minibatch_update.h"
 #include "trainer/native_rollout.h"
@@ -641,6 +642,8 @@ void run_trainer(const nlohmann::json& config, bool sft_only) {
   const auto job = JobConfig::from_json(config);
   const auto device = resolve_device(job.actor.device, "actor_rollout_ref.actor.device", job.trainer.device,
                                      Distributed::options_from_env().local_rank);
+  if (device.is_cpu() && keep_freed_host_memory())
+    log::Debug() << "host allocator: large blocks from the heap, freed memory kept for reuse";
   Distributed dist(device);
   PpoTrainer trainer(job, &dist);
   const auto res = sft_only ? trainer.fit_sft() : trainer.fit();
