@@ -110,11 +110,12 @@ check "no rank of $id is left" '[ -z "$(rank_pids $id)" ]'
 check "the events say STOPPING then STOPPED" '[ "$(job_field $id "\",\".join(e[\"state\"] for e in j[\"events\"])")" = "PENDING,RUNNING,STOPPING,STOPPED" ]'
 
 # 6. The head killed -9 while a job runs, then started again: history and the running job kept.
-id=$("$v" submit --name "$name" --no-wait $tiny trainer.total_training_steps=40)
-wait_for 90 '[ "$(job_field $id "j[\"step\"]")" -ge 1 ] 2>/dev/null'
-check "$id still runs when its head is killed" '[ "$(job_field $id "j[\"state\"]")" = RUNNING ]'
+# 150 steps, and the check right before the kill: the job must still run when the head dies.
 lines_before=$("$v" logs job-1 --name "$name" | wc -l)
 head_pid=$(python3 -c 'import json,sys; print([p["pid"] for p in json.load(open(sys.argv[1]))["processes"] if p["role"]=="head"][0])' "$dir/state.json")
+id=$("$v" submit --name "$name" --no-wait $tiny trainer.total_training_steps=150)
+wait_for 90 '[ "$(job_field $id "j[\"step\"]")" -ge 1 ] 2>/dev/null'
+check "$id still runs when its head is killed" '[ "$(job_field $id "j[\"state\"]")" = RUNNING ]'
 kill -9 "$head_pid"
 setsid "$v" head --state-dir "$dir" >>"$dir/logs/head.log" 2>&1 </dev/null &
 wait_for 30 '"$v" jobs --name "$name" >/dev/null 2>&1'
