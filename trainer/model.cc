@@ -6,9 +6,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 
 #include "common/error.h"
 
@@ -208,6 +210,8 @@ torch::Tensor AttentionImpl::forward_packed(const torch::Tensor& x, const torch:
   auto v = linear_in(x, v_proj, dt).view({1, n, kvh, d}).transpose(1, 2).to(torch::kFloat32);
   q = q * cos + rotate_half(q) * sin;
   k = k * cos + rotate_half(k) * sin;
+  if (auto out = flash_varlen(q, k, v, cu_seqlens); out.defined())
+    return linear_in(out.reshape({1, n, h * d}), o_proj, dt).to(torch::kFloat32);
   // One attention per sequence: the scores of a batch of B sequences of lengths L_i cost
   // sum L_i^2 instead of the padded B * T^2 (or the N^2 of one block-diagonal mask). Written
   // out like the padded path (no scaled_dot_product_attention: see the header) so both agree.
@@ -223,6 +227,36 @@ torch::Tensor AttentionImpl::forward_packed(const torch::Tensor& x, const torch:
   }
   auto out = torch::cat(outs, 2).transpose(1, 2).reshape({1, n, h * d});
   return linear_in(out, o_proj, dt).to(torch::kFloat32);
+}
+
+// FlashAttention-2's variable-length kernel (at::_flash_attention_forward, with its backward) on
+// the packed rows: one launch per layer for the whole batch, GQA without repeating k/v, causal
+// inside each sequence and nothing across. Taken on CUDA with a half-precision compute dtype and
+// libtorch >= 2.6 (the signature with window sizes); elsewhere undefined, and the caller runs
+// the per-sequence loop. q [1,H,N,D], k/v [1,KVH,N,D] (fp32, rotated); returns [1,N,H,D] fp32.
+torch::Tensor AttentionImpl::flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                          const CuSeqlens& cu_seqlens) const {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+  const auto dt = config_.compute_dtype;
+  const int64_t d = q.size(3);
+  if (!q.is_cuda() || (dt != torch::kBFloat16 && dt != torch::kHalf) || d % 8 != 0 || d > 256 ||
+      cu_seqlens.size() < 2)
+    return {};
+  int64_t max_len = 0;
+  for (size_t i = 0; i + 1 < cu_seqlens.size(); ++i) max_len = std::max(max_len, cu_seqlens[i + 1] - cu_seqlens[i]);
+  const auto cu = torch::tensor(cu_seqlens, torch::kLong).to(torch::kInt32).to(q.device(), /*non_blocking=*/true);
+  auto rows = [dt](const torch::Tensor& t) { return t.squeeze(0).transpose(0, 1).to(dt).contiguous(); };  // [N,H,D]
+  const auto sw = config_.sliding_window;
+  auto res = at::_flash_attention_forward(rows(q), rows(k), rows(v), cu, cu, max_len, max_len, /*dropout_p=*/0.0,
+                                          /*is_causal=*/true, /*return_debug_mask=*/false,
+                                          1.0 / std::sqrt(static_cast<double>(d)),
+                                          sw > 0 ? std::optional<int64_t>(sw - 1) : std::nullopt,
+                                          sw > 0 ? std::optional<int64_t>(0) : std::nullopt);
+  return std::get<0>(res).to(torch::kFloat32).unsqueeze(0);
+#else
+  (void)q, (void)k, (void)v, (void)cu_seqlens;
+  return {};
+#endif
 }
 
 MlpImpl::MlpImpl(const ModelConfig& c, const torch::TensorOptions& o) : dtype_(c.compute_dtype) {

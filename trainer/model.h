@@ -24,6 +24,9 @@
 //   sequence with per-token position ids, and attention runs per sequence (causal inside each,
 //   nothing across), so no projection, MLP or attention score is computed for padding. The
 //   results at real positions equal the padded forward's up to summation order (fp32: ~1e-6).
+//   On CUDA with a bf16/fp16 compute dtype (libtorch >= 2.6) the packed attention is
+//   FlashAttention-2's variable-length kernel, one launch per layer (its softmax is not the
+//   written-out one's, so results agree to bf16 rounding, not to 1e-6).
 // - enable_gradient_checkpointing: each decoder layer keeps only its input for the backward
 //   pass and recomputes its activations there (HF's gradient checkpointing, which verl turns
 //   on). Only under grad mode and without a KV cache. No layer draws random numbers (no
@@ -152,6 +155,8 @@ class AttentionImpl : public torch::nn::Module {
   RmsNorm q_norm{nullptr}, k_norm{nullptr};  // null unless config.qk_norm
 
  private:
+  torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const CuSeqlens& cu_seqlens) const;
   ModelConfig config_;
 };
 TORCH_MODULE(Attention);
