@@ -71,9 +71,100 @@ torch::Tensor log_probs_from_logits(const torch::Tensor& logits, const torch::Te
   });
 }
 
-torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t chunk_rows) {
-  return per_row_chunks(logits, chunk_rows,
-                        [](const torch::Tensor& x, int64_t, int64_t) { return algos::entropy_from_logits(x); });
+namespace {
+
+int64_t rows_per_chunk(int64_t chunk_rows, int64_t vocab) {
+  if (chunk_rows > 0) return chunk_rows;
+  return std::max<int64_t>(1, (int64_t{1} << 27) / std::max<int64_t>(1, vocab));
+}
+
+// hidden [N, H], weight [V, H], labels [N] -> log_probs [N], entropy [N] (or empty), hit [N].
+// Saves hidden, weight and labels only; the backward recomputes each chunk's logits.
+class LmHeadLogProbsFn : public torch::autograd::Function<LmHeadLogProbsFn> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
+                                                const torch::Tensor& weight, const torch::Tensor& labels,
+                                                int64_t dtype, double temperature, bool with_entropy, int64_t chunk) {
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({hidden, weight, labels});
+    ctx->saved_data["dtype"] = dtype;
+    ctx->saved_data["temperature"] = temperature;
+    ctx->saved_data["chunk"] = chunk;
+    const int64_t n = hidden.size(0);
+    std::vector<torch::Tensor> lps, ents, hits;
+    for (int64_t s = 0; s < n; s += chunk) {
+      const int64_t k = std::min(chunk, n - s);
+      auto z = lm_head_logits(hidden.narrow(0, s, k), weight, static_cast<torch::Dtype>(dtype));
+      if (temperature != 1.0) z = z / temperature;
+      const auto lse = z.logsumexp(-1);
+      const auto y = labels.narrow(0, s, k).unsqueeze(-1);
+      lps.push_back(z.gather(-1, y).squeeze(-1) - lse);
+      hits.push_back(z.argmax(-1) == y.squeeze(-1));
+      if (with_entropy) ents.push_back(lse - ((z - lse.unsqueeze(-1)).exp() * z).sum(-1));
+    }
+    auto hit = torch::cat(hits, 0);
+    ctx->mark_non_differentiable({hit});
+    return {torch::cat(lps, 0), with_entropy ? torch::cat(ents, 0) : torch::zeros({n}, hidden.options().dtype(torch::kFloat32)), hit};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& hidden = saved[0];
+    const auto& weight = saved[1];
+    const auto& labels = saved[2];
+    const auto dt = static_cast<torch::Dtype>(ctx->saved_data["dtype"].toInt());
+    const double temperature = ctx->saved_data["temperature"].toDouble();
+    const int64_t chunk = ctx->saved_data["chunk"].toInt();
+    const auto& g_lp = grads[0];
+    const auto& g_ent = grads[1];
+    const int64_t n = hidden.size(0);
+    const auto f32 = hidden.options().dtype(torch::kFloat32);
+    auto g_hidden = torch::zeros({n, hidden.size(1)}, f32);
+    auto g_weight = torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat32));
+    if (!g_lp.defined() && !g_ent.defined()) return {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
+                                                     torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    const auto w = weight.to(dt);
+    for (int64_t s = 0; s < n; s += chunk) {
+      const int64_t k = std::min(chunk, n - s);
+      const auto h = hidden.narrow(0, s, k);
+      auto z = lm_head_logits(h, weight, dt);
+      if (temperature != 1.0) z = z / temperature;
+      const auto p = torch::softmax(z, -1);
+      torch::Tensor g_z = torch::zeros_like(z);
+      if (g_lp.defined()) {  // d log p_y / dz = onehot(y) - p
+        const auto g = g_lp.narrow(0, s, k).unsqueeze(-1);
+        g_z = -p * g;
+        g_z.scatter_add_(-1, labels.narrow(0, s, k).unsqueeze(-1), g);
+      }
+      if (g_ent.defined()) {  // d H / dz = -p (z - E_p[z])
+        const auto ez = (p * z).sum(-1, /*keepdim=*/true);
+        g_z = g_z - g_ent.narrow(0, s, k).unsqueeze(-1) * p * (z - ez);
+      }
+      if (temperature != 1.0) g_z = g_z / temperature;
+      const auto gz = g_z.to(dt);
+      g_hidden.narrow(0, s, k).copy_(torch::matmul(gz, w).to(torch::kFloat32));
+      g_weight.add_(torch::matmul(gz.t(), h.to(dt)).to(torch::kFloat32));
+    }
+    return {g_hidden.to(hidden.scalar_type()), g_weight.to(weight.scalar_type()), torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+LmHeadLogProbs lm_head_log_probs(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
+                                 torch::Dtype dtype, double temperature, bool with_entropy, int64_t chunk_rows) {
+  const auto b = hidden.size(0), r = hidden.size(1);
+  const auto t = temperature > 0.0 ? temperature : 1.0;
+  auto out = LmHeadLogProbsFn::apply(hidden.reshape({b * r, hidden.size(2)}), weight, labels.reshape({b * r}),
+                                     static_cast<int64_t>(dtype), t, with_entropy,
+                                     rows_per_chunk(chunk_rows, weight.size(0)));
+  LmHeadLogProbs res;
+  res.log_probs = out[0].reshape({b, r});
+  if (with_entropy) res.entropy = out[1].reshape({b, r});
+  res.argmax_hit = out[2].reshape({b, r});
+  return res;
 }
 
 ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, int64_t micro_batch,

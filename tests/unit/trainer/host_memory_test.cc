@@ -25,10 +25,12 @@ TEST(HostMemory, LargeBlocksComeFromTheHeapAndFreedOnesAreReused) {
   auto* p = static_cast<char*>(std::malloc(kBig));
   ASSERT_NE(p, nullptr);
   std::memset(p, 1, kBig);
-  EXPECT_EQ(mallinfo2().hblkhd, before.hblkhd) << "a 256 MiB block was mmapped";
+  const auto held = mallinfo2();
+  EXPECT_EQ(held.hblkhd, before.hblkhd) << "a 256 MiB block was mmapped";
   std::free(p);
   const auto after_free = mallinfo2();
-  EXPECT_GE(after_free.arena, before.arena + kBig) << "the freed block was handed back to the kernel";
+  // (The heap may have held the block already, freed by an earlier test: only "not smaller".)
+  EXPECT_GE(after_free.arena, held.arena) << "the freed block was handed back to the kernel";
   // A tensor of the same size reuses it: the heap does not grow again.
   auto t = torch::empty({static_cast<int64_t>(kBig / 4)}, torch::kFloat32);
   t.fill_(1.0f);
