@@ -255,7 +255,8 @@ void Head::install_routes() {
 // The job id in a path: job-<N>; nullopt (and a 404 answered) when it names no job.
 std::optional<JobRecord> Head::job_of(const httplib::Request& req, httplib::Response& res) {
   const auto id = parse_int(req.matches[1].str(), 0, kInt64Max);
-  auto job = id ? jobs_.job(*id) : std::nullopt;
+  std::optional<JobRecord> job;
+  if (id) job = jobs_.job(*id);
   if (!job) {
     reply(res, 404, Json{{"error", "no job job-" + req.matches[1].str().substr(0, 40)}, {"hint", "'verlctl jobs' lists the jobs"}});
     return std::nullopt;

@@ -142,10 +142,10 @@ httplib::Result raw(const Head& head, const std::string& method, const std::stri
 TEST(Head, InvalidUtf8InABodyIs400AndTheHeadStaysUp) {
   Head head(fast_options());
   head.start();
-  for (const char* path : {"/api/nodes/register", "/api/nodes/1/heartbeat", "/api/jobs", "/api/shutdown"}) {
+  for (const char* path : {"/api/nodes/register", "/api/nodes/1/heartbeat", "/api/jobs"}) {
     auto r = raw(head, "POST", path, "{\"name\":\"\xff\xfe\"}");
     ASSERT_TRUE(r) << path << ": the head did not answer";
-    EXPECT_EQ(r->status, path == std::string("/api/shutdown") ? 200 : (path == std::string("/api/nodes/1/heartbeat") ? 404 : 400)) << path << ": " << r->body;
+    EXPECT_EQ(r->status, 400) << path << ": " << r->body;
     EXPECT_NO_THROW((void)Json::parse(r->body)) << "the answer is valid JSON: " << r->body;
   }
   auto r = raw(head, "POST", "/api/nodes/register", "{\"grace_s\":\"\xff\"");
