@@ -272,6 +272,10 @@ std::optional<Json> convert_scalar(Builder& b, const std::string& path, const YA
       return fail();
     case Type::kFloat:
       if (auto v = parse_float(s); v && plain) return Json(*v);
+      if (plain && is_float_text(s)) {
+        b.error(path, "value " + s + " is past the range of a float (about 1.8e308)", "write a smaller number", where);
+        return std::nullopt;
+      }
       return fail();
     default: return fail();
   }

@@ -36,6 +36,7 @@ check "... naming it" 'grep -q "on its own is not an override" <<<"$out"'
 out=$("$v" config validate actor_rollout_ref.actor.optim.lr=1e999 2>&1); rc=$?
 check "lr=1e999 exits 3 (got $rc)" '[ $rc -eq 3 ]'
 check "... without calling it null" '! grep -q "value null" <<<"$out"'
+check "... saying it is past the range" 'grep -q "value 1e999 is past the range of a float" <<<"$out"'
 check "... naming the key" 'grep -q "actor_rollout_ref.actor.optim.lr" <<<"$out"'
 printf 'trainer:\n  experiment_name: "a\xffb"\n' >"$tmp/bad_utf8.yaml"
 out=$("$v" config validate -f "$tmp/bad_utf8.yaml" 2>&1); rc=$?
