@@ -162,9 +162,11 @@ TEST(Head, ADeeplyNestedBodyIs400) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_NE(r->body.find("nested deeper than"), std::string::npos) << r->body;
+  // A body past the limit is refused (413, or the connection closed while it is still sent).
   auto big = raw(head, "POST", "/api/nodes/register", std::string(size_t{40} << 20, ' '));
-  ASSERT_TRUE(big);
-  EXPECT_EQ(big->status, 413) << "a body past the limit is refused";
+  if (big) EXPECT_EQ(big->status, 413);
+  EXPECT_TRUE(head.registry().nodes().empty());
+  EXPECT_TRUE(raw(head, "GET", "/api/cluster", "")) << "the head still answers";
 }
 
 // Issue 16, case 8: numbers past int64 were 500 {"error":"stoll"}; rank 2^32 read as rank 0.
