@@ -41,7 +41,7 @@ check "... naming the key" 'grep -q "actor_rollout_ref.actor.optim.lr" <<<"$out"
 printf 'trainer:\n  experiment_name: "a\xffb"\n' >"$tmp/bad_utf8.yaml"
 out=$("$v" config validate -f "$tmp/bad_utf8.yaml" 2>&1); rc=$?
 check "invalid UTF-8 in a file exits 3 (got $rc)" '[ $rc -eq 3 ]'
-check "... at its line and column" 'grep -q "bad_utf8.yaml:2:21" <<<"$out"'
+check "... at its line and column" 'grep -q "bad_utf8.yaml:2:22" <<<"$out"'
 printf 'trainer:\n  experiment_name: "a\\0b"\n' >"$tmp/nul.yaml"
 out=$("$v" config validate -f "$tmp/nul.yaml" 2>&1); rc=$?
 check "a NUL in experiment_name exits 3 (got $rc)" '[ $rc -eq 3 ]'
