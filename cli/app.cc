@@ -74,6 +74,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   auto app = build_app(ctx);
   std::vector<std::string> rev(args.rbegin(), args.rend() - (args.empty() ? 0 : 1));
   try {
+    // CLI11 reads a bare "++" as the end of a subcommand's arguments and drops it: an override
+    // typed without its key would pass unseen (issue 16, case 9).
+    for (size_t i = 1; i < args.size() && args[i] != "--"; ++i)
+      if (args[i] == "++")
+        throw Error(ExitCode::kUsage, "'++' on its own is not an override (argument " + std::to_string(i) + ")",
+                    "write ++key.path=value to add or replace a key, key.path=value to set one");
     app->parse(rev);
     if (app->get_subcommands().empty()) {
       out << app->help();

@@ -128,7 +128,20 @@ void register_up(CLI::App& app, Context& ctx) {
     // Preflight: the probes on every node through the head, once a new cluster is up. A failed
     // probe leaves the cluster up (exit 5 after the report) so that it can be looked at.
     std::optional<ClusterProbeReport> preflight;
-    if (!already && !a->skip_preflight) {
+    // SIGINT/SIGTERM after bring_up returned: what this run started is stopped, as the man page
+    // says of an interrupted up (issue 16, case 7: the preflight left the cluster running).
+    auto stop_if_interrupted = [&] {
+      if (already || !interrupted) return;
+      *ctx.err << "up: interrupted: stopping cluster " << r.state.name << ", which this run started\n";
+      try {
+        launcher::tear_down(r.state.name, std::chrono::milliseconds(3000), *ctx.err, process::self_exe());
+      } catch (const Error& e) {
+        *ctx.err << "up: cannot stop cluster " << r.state.name << ": " << e.what() << "\n";
+      }
+      throw Error(ExitCode::kInterrupted, "interrupted during the preflight of cluster " + r.state.name,
+                  "what this run started is stopped");
+    };
+    if (!already && !a->skip_preflight) try {
       TargetArgs t;
       t.name = r.state.name;
       t.by_name = true;  // the cluster just brought up, never $VERLCTL_ADDRESS's
@@ -140,7 +153,11 @@ void register_up(CLI::App& app, Context& ctx) {
       preflight = run_cluster_probe(*client, head.address.host, spec, {"--tcp-mib", std::to_string(kPreflightTcpMib)},
                                     *ctx.err, &interrupted);
       if (ctx.output != OutputFormat::kJson) print_probe_report(*ctx.err, /*json=*/false, preflight->rows);
+    } catch (const std::exception&) {
+      stop_if_interrupted();
+      throw;
     }
+    stop_if_interrupted();
     auto check_preflight = [&] {
       if (preflight)
         check_probe_rows(preflight->rows, "the cluster stays up; the reports are kept at the head ('verlctl status " +

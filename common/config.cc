@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <cstdio>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -90,9 +91,66 @@ std::optional<bool> parse_bool(const std::string& s) {
   return std::nullopt;
 }
 
+// Hand-written scanners, not std::regex: libstdc++'s matcher recurses once per character and
+// overflowed the stack on a 100k-character override (issue 16, case 2).
+size_t scan_digits(const std::string& s, size_t i) {
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  return i;
+}
+
+size_t scan_sign(const std::string& s, size_t i) { return i < s.size() && (s[i] == '-' || s[i] == '+') ? i + 1 : i; }
+
+// [-+]?[0-9]+
+bool is_int_text(const std::string& s) {
+  const size_t start = scan_sign(s, 0);
+  const size_t end = scan_digits(s, start);
+  return end > start && end == s.size();
+}
+
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+bool is_float_text(const std::string& s) {
+  size_t i = scan_sign(s, 0);
+  if (i < s.size() && s[i] == '.') {
+    const size_t end = scan_digits(s, i + 1);
+    if (end == i + 1) return false;
+    i = end;
+  } else {
+    const size_t end = scan_digits(s, i);
+    if (end == i) return false;
+    i = end;
+    if (i < s.size() && s[i] == '.') i = scan_digits(s, i + 1);
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    const size_t digits = scan_sign(s, i + 1);
+    const size_t end = scan_digits(s, digits);
+    if (end == digits) return false;
+    i = end;
+  }
+  return i == s.size();
+}
+
+// [A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z_0-9][A-Za-z0-9_\-]*)*
+bool is_key_path(const std::string& s) {
+  auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (s.empty() || !alpha(s[0])) return false;
+  bool segment_start = false;
+  for (size_t i = 1; i < s.size(); ++i) {
+    const char c = s[i];
+    if (segment_start) {
+      if (!alpha(c) && !digit(c)) return false;
+      segment_start = false;
+    } else if (c == '.') {
+      segment_start = true;
+    } else if (!alpha(c) && !digit(c) && c != '-') {
+      return false;
+    }
+  }
+  return !segment_start;
+}
+
 std::optional<long long> parse_int(const std::string& s) {
-  static const std::regex kInt(R"([-+]?[0-9]+)");
-  if (!std::regex_match(s, kInt)) return std::nullopt;
+  if (!is_int_text(s)) return std::nullopt;
   errno = 0;
   long long v = std::strtoll(s.c_str(), nullptr, 10);
   if (errno == ERANGE) return std::nullopt;
@@ -100,11 +158,14 @@ std::optional<long long> parse_int(const std::string& s) {
 }
 
 std::optional<double> parse_float(const std::string& s) {
-  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
   if (s == ".inf" || s == "+.inf") return HUGE_VAL;
   if (s == "-.inf") return -HUGE_VAL;
-  if (!std::regex_match(s, kFloat)) return std::nullopt;
-  return std::strtod(s.c_str(), nullptr);
+  if (!is_float_text(s)) return std::nullopt;
+  // Past a double's range (1e999): not a number, rather than an infinity that JSON writes as null.
+  errno = 0;
+  const double v = std::strtod(s.c_str(), nullptr);
+  if (errno == ERANGE && std::isinf(v)) return std::nullopt;
+  return v;
 }
 
 // A scalar with no schema to guide it: YAML 1.2 core schema inference.
@@ -211,6 +272,10 @@ std::optional<Json> convert_scalar(Builder& b, const std::string& path, const YA
       return fail();
     case Type::kFloat:
       if (auto v = parse_float(s); v && plain) return Json(*v);
+      if (plain && is_float_text(s)) {
+        b.error(path, "value " + s + " is past the range of a float (about 1.8e308)", "write a smaller number", where);
+        return std::nullopt;
+      }
       return fail();
     default: return fail();
   }
@@ -457,8 +522,16 @@ std::optional<Override> parse_override(const std::string& arg, std::vector<Issue
   }
   o.path = s.substr(0, eq);
   if (eq != std::string::npos) o.value = s.substr(eq + 1);
-  static const std::regex kPath(R"([A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z_0-9][A-Za-z0-9_\-]*)*)");
-  if (!std::regex_match(o.path, kPath)) {
+  // A key longer than any schema has is refused before it is looked up or quoted whole.
+  constexpr size_t kMaxKeyPath = 1024;
+  if (o.path.size() > kMaxKeyPath) {
+    issues.push_back({Severity::kError, o.path.substr(0, 40) + "...",
+                      "override '" + arg.substr(0, 40) + "...': the key path is " + std::to_string(o.path.size()) +
+                          " characters long, more than " + std::to_string(kMaxKeyPath),
+                      "write overrides as key.path=value", {}});
+    return std::nullopt;
+  }
+  if (!is_key_path(o.path)) {
     issues.push_back({Severity::kError, o.path, "override '" + arg + "': '" + o.path + "' is not a dotted key path",
                       "write overrides as key.path=value", {}});
     return std::nullopt;
@@ -563,11 +636,15 @@ void apply_override(Builder& b, Json& root, const Override& o) {
 std::string scalar_text(const Json& j) {
   if (j.is_string()) return j.get<std::string>();
   if (j.is_null()) return "null";
+  if (j.is_number_float() && !std::isfinite(j.get<double>()))
+    return std::isnan(j.get<double>()) ? ".nan" : (j.get<double>() > 0 ? ".inf" : "-.inf");
   return j.dump();
 }
 
 class Interpolator {
  public:
+  static constexpr size_t kMaxResolvedBytes = size_t{1} << 20;
+
   Interpolator(Kind kind, Json& root, const std::map<std::string, Location>& where, std::vector<Issue>& issues)
       : kind_(kind), root_(root), where_(where), issues_(issues) {}
 
@@ -614,7 +691,7 @@ class Interpolator {
         else if (text[close] == '}' && --depth == 0) break;
       }
       if (close >= text.size()) {
-        fail(path, "unterminated '${' in '" + text + "'", "close it with '}'");
+        fail(path, "unterminated '${' in '" + (text.size() > 80 ? text.substr(0, 80) + "...'" : text + "'"), "close it with '}'");
         ok = false;
         break;
       }
@@ -627,6 +704,14 @@ class Interpolator {
       if (open == 0 && close + 1 == text.size()) out = *v;
       joined += scalar_text(*v);
       pos = close + 1;
+      // References of references multiply: five ${a} in b, five ${b} in c, ... grew a config to
+      // 195 MB (issue 16, case 3). No real value comes near this bound.
+      if (joined.size() > kMaxResolvedBytes) {
+        fail(path, "the interpolation gives a value longer than " + std::to_string(kMaxResolvedBytes >> 10) + " KiB",
+             "a value that repeats ${...} references of references grows with each level; reference fewer times");
+        ok = false;
+        break;
+      }
     }
     active_.erase(path);
     if (!ok) return false;
@@ -783,6 +868,16 @@ void check_rules(Kind kind, const Json& node, const std::string& path,
       }
     }
     return;
+  }
+  if (node.is_string()) {
+    const auto& s = node.get_ref<const std::string&>();
+    // A NUL ends the text where it is passed on (argv, env, a path): the job would fail later.
+    if (s.find('\0') != std::string::npos)
+      issues.push_back({Severity::kError, path, "contains a NUL character (\\0)", "remove it from the value", loc()});
+    if (kind == Kind::kCluster && path == "name" &&
+        (s.empty() || s.find('/') != std::string::npos || s == "." || s == ".."))
+      issues.push_back({Severity::kError, path, "'" + s + "' is not a cluster name: it names the state directory ~/.verlctl/<name>",
+                        "use a single path component, like 'local'", loc()});
   }
   if (!r) return;
   if (node.is_number()) {
@@ -943,6 +1038,30 @@ Document resolve_text(Kind kind, const std::string& yaml, const std::string& fil
   doc.value = defaults(kind);
   std::vector<Foreign> foreign;
   Builder b{kind, &doc.issues, &doc.locations, &foreign};
+  // Bytes that are not UTF-8 would be kept in the config and throw where it is written out as
+  // JSON (exit 1, "a bug"; issue 16, case 9): an invalid config, at its line and column.
+  if (const size_t bad = invalid_utf8_at(yaml); bad != std::string::npos) {
+    Location where{file, 1, 1};
+    for (size_t i = 0; i < bad; ++i) {
+      if (yaml[i] == '\n') {
+        ++where.line;
+        where.column = 1;
+      } else {
+        ++where.column;
+      }
+    }
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(yaml[bad]));
+    doc.issues.push_back({Severity::kError, "", std::string("the text is not valid UTF-8 (byte ") + byte + ")",
+                          "save the file as UTF-8", where});
+    return doc;
+  }
+  for (const auto& arg : overrides) {
+    if (invalid_utf8_at(arg) != std::string::npos) {
+      doc.issues.push_back({Severity::kError, "", "override is not valid UTF-8", "pass overrides as UTF-8 text", {}});
+      return doc;
+    }
+  }
   if (!yaml.empty()) {
     try {
       YAML::Node node = YAML::Load(yaml);

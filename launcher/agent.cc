@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <thread>
 
@@ -230,6 +231,19 @@ class Runner {
     const std::string base = t.dir + "/logs/rank-" + std::to_string(t.rank) + ".attempt-" + std::to_string(t.attempt);
     t.streams[0] = {"stdout", base + ".out"};
     t.streams[1] = {"stderr", base + ".err"};
+    // Job ids start again at job-1 on a new head: a log of the same rank and attempt here is
+    // another head's job's. Appending to it mixed two runs (and two probe reports; issue 16,
+    // case 12): it is moved aside, and the move is said.
+    for (const auto& s : t.streams) {
+      struct stat st {};
+      if (::stat(s.path.c_str(), &st) != 0) continue;
+      const std::string aside = s.path + ".replaced-" + std::to_string(::time(nullptr));
+      if (::rename(s.path.c_str(), aside.c_str()) == 0)
+        log::Warn() << "task " << t.id << ": " << s.path << " was an earlier job's (another head's); moved to " << aside;
+      else
+        throw Error(ExitCode::kFailure, "cannot move an earlier job's log " + s.path + " aside: " + std::strerror(errno),
+                    "remove it, or the job directory " + t.dir);
+    }
     const Json files = order.value("files", Json::object());  // items() of a temporary would dangle
     for (const auto& [name, text] : files.items()) {
       if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
@@ -366,7 +380,9 @@ class Runner {
     }
     Json result = Json::parse(out, nullptr, /*allow_exceptions=*/false);
     if (result.is_discarded()) {
-      t.result_sent = true;  // nothing to send: the task's log says why
+      t.result_sent = true;  // nothing to send: the task's log says why, and so does the agent's
+      log::Err() << "task " << t.id << ": its report " << t.streams[0].path << " is not one JSON document ("
+                 << out.size() << " bytes); nothing sent to the head";
       return;
     }
     bool gone = false;

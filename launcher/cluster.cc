@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -277,9 +278,38 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
     if (old->status == "up" || old->status == "starting") {
       if (auto cluster = probe_head(*old, paths, &why)) {
         const auto counts = cluster->value("counts", Json::object());
+        // Agents that ended since (killed, their node rebooted) are started again, as `ray up`
+        // repairs a cluster (issue 16, case 10); they register again under their node's name.
+        // Slurm's agents are steps of the allocation's script: not started one by one.
+        ClusterState repaired = *old;
+        std::vector<std::string> restarted;
+        if (backend->name() != "slurm") {
+          for (auto& p : repaired.processes) {
+            if (p.role != "agent") continue;
+            const auto how = backend->ended(p);
+            if (!how) continue;
+            const auto d = std::find_if(plan.daemons.begin(), plan.daemons.end(),
+                                        [&](const LaunchSpec& l) { return l.role == "agent" && l.node == p.node; });
+            if (d == plan.daemons.end()) continue;
+            const std::string node = p.node;
+            p = backend->start(*d);
+            restarted.push_back(node);
+            progress(node, "its agent had ended (" + *how + "); started again (" + backend->describe(p) + ", log " +
+                               p.log + ")");
+          }
+        }
+        if (!restarted.empty()) {
+          repaired.updated_ms = now_ms();
+          write_state(paths, repaired);
+          backend->detach();
+        }
+        std::string restarted_list;
+        for (const auto& n : restarted) restarted_list += (restarted_list.empty() ? "" : ", ") + n;
         progress("cluster " + name, "already up (head at " + head_address(*old).url() + ", pid " +
                                         std::to_string(cluster->at("head").value("pid", 0)) + ", " +
-                                        std::to_string(counts.value("alive", 0)) + " nodes alive); nothing changed");
+                                        std::to_string(counts.value("alive", 0)) + " nodes alive); " +
+                                        (restarted.empty() ? std::string("nothing changed")
+                                                           : "restarted the agents of " + restarted_list));
         try {
           const Json running = Json::parse(files::read_file(paths.spec()));
           if (running.at("nodes").size() != spec.at("nodes").size() || running.at("head") != spec.at("head") ||
@@ -292,7 +322,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         }
         UpResult r;
         r.outcome = UpOutcome::kAlreadyUp;
-        r.state = *old;
+        r.state = repaired;
         return r;
       }
       progress("cluster " + name, "recorded as " + old->status + " but its head does not answer (" + why +

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <charconv>
+#include <limits>
+
 #include <httplib.h>
 
 #include "common/config.h"
@@ -13,9 +16,11 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// Error texts can carry a client's bytes (nlohmann's parse errors quote the token read): a byte
+// that is not UTF-8 is written as U+FFFD, never thrown out of the handler (issue 16, case 1).
 void reply(httplib::Response& res, int status, const Json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
 }
 
 void fail(httplib::Response& res, int status, const std::string& message) {
@@ -30,10 +35,51 @@ bool same_token(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// A JSON body nested deeper than this is refused before it is parsed: nlohmann's parser and
+// destructor recurse once per level, so a few MB of '[' would overflow the handler's stack.
+constexpr int kMaxJsonDepth = 64;
+
 Json parse_body(const httplib::Request& req) {
   if (req.body.empty()) return Json::object();
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < req.body.size(); ++i) {
+    const char c = req.body[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        throw std::invalid_argument("the JSON body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
   return Json::parse(req.body);  // nlohmann's exception is turned into a 400 by the caller
 }
+
+// A decimal integer that is the whole text and lies within [lo, hi]; nullopt otherwise. std::stoll
+// took "12abc" as 12 and threw out_of_range (a 500) past int64 (issue 16, case 8).
+std::optional<int64_t> parse_int(const std::string& text, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
+// A query parameter as an integer within [lo, hi], dflt when absent; a 400 naming it otherwise.
+int64_t query_int(const httplib::Request& req, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
+  if (!req.has_param(key)) return dflt;
+  const std::string text = req.get_param_value(key);
+  if (auto v = parse_int(text, lo, hi)) return *v;
+  throw std::invalid_argument("query parameter " + std::string(key) + "=" + text.substr(0, 40) +
+                              " is not an integer within " + std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 }  // namespace
 
@@ -108,7 +154,9 @@ void Head::install_routes() {
   });
 
   http.Post(R"(/api/nodes/(\d+)/heartbeat)", [this](const httplib::Request& req, httplib::Response& res) {
-    const int64_t id = std::stoll(req.matches[1].str());
+    const auto parsed = parse_int(req.matches[1].str(), 0, kInt64Max);
+    if (!parsed) return fail(res, 404, "no node " + req.matches[1].str().substr(0, 40) + "; register again");
+    const int64_t id = *parsed;
     const NodeState before = [&] {
       auto n = registry_.node(id);
       return n ? n->state : NodeState::kAlive;
@@ -130,7 +178,9 @@ void Head::install_routes() {
   });
 
   http.Post(R"(/api/nodes/(\d+)/leave)", [this](const httplib::Request& req, httplib::Response& res) {
-    const int64_t id = std::stoll(req.matches[1].str());
+    const auto parsed = parse_int(req.matches[1].str(), 0, kInt64Max);
+    if (!parsed) return fail(res, 404, "no node " + req.matches[1].str().substr(0, 40));
+    const int64_t id = *parsed;
     const Json body = parse_body(req);
     const std::string reason = body.value("reason", std::string("agent left"));
     if (!registry_.leave(id, reason, now_ms())) return fail(res, 404, "no node " + std::to_string(id));
@@ -204,10 +254,11 @@ void Head::install_routes() {
 
 // The job id in a path: job-<N>; nullopt (and a 404 answered) when it names no job.
 std::optional<JobRecord> Head::job_of(const httplib::Request& req, httplib::Response& res) {
-  const int64_t id = std::stoll(req.matches[1].str());
-  auto job = jobs_.job(id);
+  const auto id = parse_int(req.matches[1].str(), 0, kInt64Max);
+  std::optional<JobRecord> job;
+  if (id) job = jobs_.job(*id);
   if (!job) {
-    reply(res, 404, Json{{"error", "no job job-" + std::to_string(id)}, {"hint", "'verlctl jobs' lists the jobs"}});
+    reply(res, 404, Json{{"error", "no job job-" + req.matches[1].str().substr(0, 40)}, {"hint", "'verlctl jobs' lists the jobs"}});
     return std::nullopt;
   }
   return job;
@@ -256,12 +307,10 @@ void Head::install_job_routes() {
   http.Get(R"(/api/jobs/job-(\d+)/logs)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;
-    auto num = [&](const char* key, int64_t dflt) {
-      return req.has_param(key) ? std::stoll(req.get_param_value(key)) : dflt;
-    };
-    const int rank = static_cast<int>(num("rank", -1));
-    const int64_t after = num("after", 0);
-    const int limit = static_cast<int>(std::clamp<int64_t>(num("limit", 1000), 1, 10000));
+    // rank -1: every rank. A rank past int used to wrap (4294967296 read as rank 0).
+    const int rank = static_cast<int>(query_int(req, "rank", -1, -1, std::numeric_limits<int>::max()));
+    const int64_t after = query_int(req, "after", 0, 0, kInt64Max);
+    const int limit = static_cast<int>(std::clamp<int64_t>(query_int(req, "limit", 1000, 0, kInt64Max), 1, 10000));
     bool ended = is_terminal(job->state);
     for (const auto& p : jobs_.placements(job->id))
       if (p.state != TaskState::kExited) ended = false;
@@ -269,7 +318,7 @@ void Head::install_job_routes() {
     // there shows what comes after the tail, even when the tail is empty (--tail 0).
     const int64_t tail_end = req.has_param("tail") ? jobs_.last_seq(job->id) : 0;
     std::vector<LogLine> lines = req.has_param("tail")
-                                     ? jobs_.tail_lines(job->id, rank, static_cast<int>(std::clamp<int64_t>(num("tail", 20), 0, 100000)))
+                                     ? jobs_.tail_lines(job->id, rank, static_cast<int>(std::clamp<int64_t>(query_int(req, "tail", 20, 0, kInt64Max), 0, 100000)))
                                      : jobs_.log_lines(job->id, rank, after, limit);
     Json out = Json::array();
     int64_t next = std::max(after, tail_end);
@@ -305,7 +354,7 @@ void Head::install_job_routes() {
   http.Get(R"(/api/jobs/job-(\d+)/metrics)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;
-    const int64_t after = req.has_param("after") ? std::stoll(req.get_param_value("after")) : -1;
+    const int64_t after = query_int(req, "after", -1, -1, kInt64Max);
     Json rows = jobs_.metrics(job->id, after);
     for (auto& r : rows) r.erase("_received_ms");
     reply(res, 200, Json{{"rows", rows}});
@@ -334,6 +383,15 @@ void Head::start() {
   });
   http.set_read_timeout(std::chrono::seconds(5));
   http.set_write_timeout(std::chrono::seconds(5));
+  // Bounds for a client that misbehaves: a body larger than any agent sends (a log POST is
+  // 256 KiB at most, agent.cc) is refused with 413, an idle keep-alive connection is closed after 5 s and a
+  // connection serves at most 100 requests, so that no client holds a worker thread for good.
+  http.set_payload_max_length(size_t{32} << 20);
+  http.set_keep_alive_timeout(5);
+  http.set_keep_alive_max_count(100);
+  // One worker per agent (each heartbeats and ships logs) plus room for clients, at least 8.
+  const size_t workers = std::max<size_t>(8, 2 * options_.expected_nodes.size() + 8);
+  http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
   registry_.clear();
   started_ms_ = now_ms();
   ControllerOptions co;
@@ -355,7 +413,13 @@ void Head::start() {
     throw Error(ExitCode::kFailure,
                 "the head cannot listen on " + options_.bind_host + ":" + std::to_string(options_.port),
                 "is the port in use (another cluster's head)? pick another with head.dashboard_port=PORT");
-  listen_thread_ = std::thread([this] { server_->http.listen_after_bind(); });
+  listen_thread_ = std::thread([this] {
+    try {
+      server_->http.listen_after_bind();
+    } catch (const std::exception& e) {
+      log::Err() << "head: the HTTP server on port " << port_ << " stopped: " << e.what();
+    }
+  });
   // stop() only reaches a server that runs: wait for it, so that a stop() right after start()
   // cannot miss it and leave the listen thread unjoinable.
   for (int i = 0; i < 2000 && !http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -384,7 +448,14 @@ void Head::sweeper() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     lock.unlock();
-    sweep();
+    // A failed write (a full disk: "database or disk is full") is reported and tried again on
+    // the next pass; it must not end the head (issue 16, case 5).
+    try {
+      sweep();
+    } catch (const std::exception& e) {
+      log::Err() << "head: sweeping nodes and jobs in " << options_.db_path << " failed: " << e.what()
+                 << " (is the disk full? the next sweep tries again)";
+    }
     lock.lock();
     cv_.wait_for(lock, options_.sweep_interval, [this] { return stopping_.load(); });
   }

@@ -420,7 +420,9 @@ void JobController::schedule(int64_t now_ms) {
   std::vector<NodeRecord> alive;
   for (const auto& n : registry_.nodes())
     if (n.state == NodeState::kAlive) alive.push_back(n);
-  const auto active = store_.active_placements();
+  // The slots in use: what the store holds, plus what this pass places (issue 16, case 4: ten
+  // jobs placed in one pass all went to node-0, and GPU indices were handed out twice).
+  auto active = store_.active_placements();
   bool train_blocked = false;  // first come, first served: a train job that waits holds back later ones
   for (auto job : store_.jobs_in({JobState::kPending, JobState::kRunning})) {
     if (job.stop_requested) continue;
@@ -506,6 +508,7 @@ void JobController::schedule(int64_t now_ms) {
       job.rendezvous = rendezvous_on(placements.front());
     }
     store_.add_placements(placements);
+    active.insert(active.end(), placements.begin(), placements.end());
     pending_reason_.erase(job.id);
     std::string where;
     for (const auto& p : placements)

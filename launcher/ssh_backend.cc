@@ -450,16 +450,31 @@ class SshBackend : public Backend {
   }
 
   // Runs fn(0..count-1) on at most ssh.parallel threads at once.
+  // The first exception of any call is thrown here once every thread is joined: one escaping a
+  // thread's body would end the process (issue 16: every thread body catches).
   void fan_out(size_t count, const std::function<void(size_t)>& fn) const {
     std::atomic<size_t> next{0};
+    std::mutex mu;
+    std::exception_ptr first;
     auto worker = [&] {
-      for (size_t i; (i = next++) < count;) fn(i);
+      for (size_t i; (i = next++) < count;) {
+        try {
+          fn(i);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!first) first = std::current_exception();
+        }
+      }
     };
     const size_t n = std::min<size_t>(static_cast<size_t>(parallel_), count);
-    if (n <= 1) return worker();
-    std::vector<std::thread> threads;
-    for (size_t t = 0; t < n; ++t) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
+    if (n <= 1) {
+      worker();
+    } else {
+      std::vector<std::thread> threads;
+      for (size_t t = 0; t < n; ++t) threads.emplace_back(worker);
+      for (auto& t : threads) t.join();
+    }
+    if (first) std::rethrow_exception(first);
   }
 
   // fn(record, node) for each (record, node index) pair: the nodes in parallel (fan_out), the

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -56,16 +57,32 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!out) throw io_error("write", path, "stream error");
 }
 
+// Writes an archive through our own checked writes. libtorch's file writer throws from a
+// destructor when a write fails (ENOSPC: "unexpected pos", then std::terminate; issue 16,
+// case 6): ours takes every byte, remembers the first error, and that error is thrown here.
+void save_archive(torch::serialize::OutputArchive& ar, const fs::path& path) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) throw io_error("create", path, std::strerror(errno));
+  int error = 0;
+  ar.save_to([&](const void* data, size_t n) -> size_t {
+    if (error == 0 && n > 0 && std::fwrite(data, 1, n, f) != n) error = errno != 0 ? errno : EIO;
+    return n;
+  });
+  if (std::fflush(f) != 0 && error == 0) error = errno != 0 ? errno : EIO;
+  if (std::fclose(f) != 0 && error == 0) error = errno != 0 ? errno : EIO;
+  if (error != 0) throw io_error("write", path, std::strerror(error));
+}
+
 void save_module(torch::nn::Module& m, const fs::path& path) {
   torch::serialize::OutputArchive ar;
   m.save(ar);
-  ar.save_to(path.string());
+  save_archive(ar, path);
 }
 
 void save_optim(torch::optim::Optimizer& o, const fs::path& path) {
   torch::serialize::OutputArchive ar;
   o.save(ar);
-  ar.save_to(path.string());
+  save_archive(ar, path);
 }
 
 void require_file(const fs::path& path, const char* part) {
@@ -151,7 +168,7 @@ std::string CheckpointManager::save(const CheckpointParts& parts, const TrainerS
           std::lock_guard<std::mutex> lock(parts.rollout_generator->mutex());
           ar.write("rollout", parts.rollout_generator->get_state());
         }
-        ar.save_to((tmp / kRngFile).string());
+        save_archive(ar, tmp / kRngFile);
       }
       nlohmann::json js = {
           {"global_step", state.global_step},
@@ -197,6 +214,12 @@ std::string CheckpointManager::save(const CheckpointParts& parts, const TrainerS
       failure = e.what();
     } catch (const std::exception& e) {
       failure = "checkpoint: cannot save " + final_dir.string() + ": " + e.what();
+    }
+    // A partial directory would keep a full disk full: it goes (the previous checkpoint stays).
+    if (!failure.empty()) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+      if (ec) failure += " (and cannot remove the partial " + tmp.string() + ": " + ec.message() + ")";
     }
   }
   // Doubles as the barrier: every rank learns whether rank 0's save went through.

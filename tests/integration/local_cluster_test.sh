@@ -113,6 +113,16 @@ st=$("$v" status --name "$name")
 echo "$st" >&2
 check "status says why" 'grep -q "no heartbeat for" <<<"$st"'
 
+# up again repairs the cluster: the lost agent is started again, the rest untouched (issue 16, case 10).
+err=$("$v" up --local 2 --name "$name" $ports $fast --skip-preflight 2>&1 >/dev/null); rc=$?
+echo "$err" >&2
+check "up after an agent was lost exits 0" '[ $rc -eq 0 ]'
+check "it says it restarted node-1's agent" 'grep -q "restarted the agents of node-1" <<<"$err"'
+check "node-1 has a new agent" '[ "$(pid_of node-1)" != "$victim" ] && alive "$(pid_of node-1)"'
+back=0
+for _ in $(seq 1 50); do [ "$(node_state node-1)" = alive ] && { back=1; break; }; sleep 0.1; done
+check "node-1 is alive again" '[ $back -eq 1 ]'
+
 # down: the head shuts the agents down, then itself; nothing is left.
 err=$("$v" down --name "$name" 2>&1 >/dev/null); rc=$?
 echo "$err" >&2

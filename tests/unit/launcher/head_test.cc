@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <httplib.h>
+
+#include <filesystem>
 #include <thread>
 
 #include "common/error.h"
@@ -123,6 +127,101 @@ TEST(Head, BadRequestsAreAnswered4xx) {
   const Json empty = Json::object();
   EXPECT_EQ(client.try_request("POST", "/api/nodes/77/heartbeat", &empty, nullptr)->status, 404);
   EXPECT_EQ(client.try_request("GET", "/api/no-such-thing", nullptr, nullptr)->status, 404);
+}
+
+// A raw request, bytes as given: HeadClient writes only valid UTF-8.
+httplib::Result raw(const Head& head, const std::string& method, const std::string& path, const std::string& body) {
+  httplib::Client cli("127.0.0.1", head.port());
+  cli.set_read_timeout(5, 0);
+  const httplib::Headers auth = {{"Authorization", std::string("Bearer ") + kToken}};
+  if (method == "GET") return cli.Get(path.c_str(), auth);
+  return cli.Post(path.c_str(), auth, body, "application/json");
+}
+
+// Issue 16, case 1: the parse error quoted the byte, and dumping it threw out of the handler.
+TEST(Head, InvalidUtf8InABodyIs400AndTheHeadStaysUp) {
+  Head head(fast_options());
+  head.start();
+  for (const char* path : {"/api/nodes/register", "/api/nodes/1/heartbeat", "/api/jobs"}) {
+    auto r = raw(head, "POST", path, "{\"name\":\"\xff\xfe\"}");
+    ASSERT_TRUE(r) << path << ": the head did not answer";
+    EXPECT_EQ(r->status, 400) << path << ": " << r->body;
+    EXPECT_FALSE(Json::parse(r->body, nullptr, /*allow_exceptions=*/false).is_discarded()) << "valid JSON: " << r->body;
+  }
+  auto r = raw(head, "POST", "/api/nodes/register", "{\"grace_s\":\"\xff\"");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("bad request body"), std::string::npos) << r->body;
+  EXPECT_TRUE(raw(head, "GET", "/api/cluster", ""));
+}
+
+TEST(Head, ADeeplyNestedBodyIs400) {
+  Head head(fast_options());
+  head.start();
+  auto r = raw(head, "POST", "/api/nodes/register", std::string(100000, '['));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("nested deeper than"), std::string::npos) << r->body;
+  // A body past the limit is refused (413, or the connection closed while it is still sent).
+  auto big = raw(head, "POST", "/api/nodes/register", std::string(size_t{40} << 20, ' '));
+  if (big) EXPECT_EQ(big->status, 413);
+  EXPECT_TRUE(head.registry().nodes().empty());
+  EXPECT_TRUE(raw(head, "GET", "/api/cluster", "")) << "the head still answers";
+}
+
+// Issue 16, case 8: numbers past int64 were 500 {"error":"stoll"}; rank 2^32 read as rank 0.
+TEST(Head, IdsAndNumbersPastTheirRangeAre404Or400) {
+  Head head(fast_options());
+  head.start();
+  const std::string huge = "99999999999999999999999";
+  auto hb = raw(head, "POST", "/api/nodes/" + huge + "/heartbeat", "{}");
+  ASSERT_TRUE(hb);
+  EXPECT_EQ(hb->status, 404) << hb->body;
+  auto job = raw(head, "GET", "/api/jobs/job-" + huge, "");
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->status, 404) << job->body;
+  EXPECT_NE(job->body.find("no job job-" + huge), std::string::npos) << job->body;
+  // A job, so that the query parameters are read.
+  HeadClient client(address_of(head), kToken);
+  const Json submit = {{"kind", "train"}, {"overrides", Json::array()}};
+  const Json made = client.post("/api/jobs", submit);
+  const std::string logs = "/api/jobs/" + made["id"].get<std::string>() + "/logs";
+  for (const std::string& q : std::vector<std::string>{"?rank=4294967296", "?rank=" + huge, "?after=" + huge, "?rank=1x", "?limit=-"}) {
+    auto r = raw(head, "GET", logs + q, "");
+    ASSERT_TRUE(r) << q;
+    EXPECT_EQ(r->status, 400) << q << ": " << r->body;
+    EXPECT_NE(r->body.find("is not an integer within"), std::string::npos) << r->body;
+  }
+  auto ok = raw(head, "GET", logs + "?rank=0&after=0", "");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+// Issue 16, case 5: a write that fails in the sweep thread ("database or disk is full", here a
+// lock held past the busy timeout) is reported, and the sweep goes on once the store can be written.
+TEST(Head, AStoreThatCannotBeWrittenDoesNotEndTheHead) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / ("head_store_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  HeadOptions o = fast_options();
+  o.db_path = (dir / "state.db").string();
+  {
+    Head head(o);
+    head.start();
+    HeadClient client(address_of(head), kToken);
+    const int64_t id = client.post("/api/nodes/register", registration("node-0"))["id"].get<int64_t>();
+    {
+      SQLite::Database other(o.db_path, SQLite::OPEN_READWRITE);
+      SQLite::Transaction hold(other, SQLite::TransactionBehavior::EXCLUSIVE);
+      // Past the heartbeat timeout and the store's 5 s busy timeout: the sweep's write fails.
+      std::this_thread::sleep_for(5600ms);
+    }
+    EXPECT_TRUE(eventually([&] {
+      const Json all = client.get("/api/nodes");
+      return all["nodes"][0]["id"] == id && all["nodes"][0]["state"] == "lost";
+    }, 10000ms)) << "the sweep goes on after the failed write";
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Head, SilentNodeIsMarkedLostWithinTheTimeout) {

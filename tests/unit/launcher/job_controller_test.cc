@@ -377,6 +377,47 @@ TEST(JobController, StopEndsInStoppedOnceTheRanksAreGone) {
   EXPECT_EQ(c.state(k.id), JobState::kStopped);
 }
 
+// Issue 16, case 4: the jobs placed in one pass count against the slots of the next one.
+TEST(JobController, JobsPlacedInOnePassDoNotShareANode) {
+  Cluster c;  // two CPU nodes
+  const std::vector<std::string> one = {"trainer.nnodes=1", "trainer.n_gpus_per_node=1"};
+  const auto a = c.submit(one), b = c.submit(one), third = c.submit(one);
+  c.ctl->tick(200);
+  const auto pa = c.store.placements(a.id), pb = c.store.placements(b.id);
+  ASSERT_EQ(pa.size(), 1u);
+  ASSERT_EQ(pb.size(), 1u);
+  EXPECT_EQ(pa[0].node, "node-0");
+  EXPECT_EQ(pb[0].node, "node-1") << "node-0 already runs the first job";
+  EXPECT_TRUE(c.store.placements(third.id).empty()) << "no node is free for a third job";
+  EXPECT_EQ(c.state(third.id), JobState::kPending);
+}
+
+TEST(JobController, JobsPlacedInOnePassGetDistinctGpus) {
+  JobStore store(":memory:");
+  NodeRegistry registry(":memory:");
+  ControllerOptions o;
+  o.heartbeat_timeout_ms = 1000;
+  JobController ctl(store, registry, o);
+  Resources r;
+  r.cpus = 8;
+  r.gpus = 2;
+  registry.register_node("node-0", "host-a", 1, r, 0);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    SubmitError e;
+    auto j = ctl.submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}}}, 100, &e);
+    ASSERT_TRUE(j) << e.error;
+    ids.push_back(j->id);
+  }
+  ctl.tick(200);
+  const auto p0 = store.placements(ids[0]), p1 = store.placements(ids[1]);
+  ASSERT_EQ(p0.size(), 1u);
+  ASSERT_EQ(p1.size(), 1u);
+  EXPECT_EQ(p0[0].device, "cuda:0");
+  EXPECT_EQ(p1[0].device, "cuda:1") << "GPU 0 is the first job's";
+  EXPECT_TRUE(store.placements(ids[2]).empty()) << "both GPUs are taken";
+}
+
 TEST(JobController, AHeadRestartedUnderItsJobsTakesBackWhatIsStillRunning) {
   JobStore store(":memory:");
   Cluster before;

@@ -4,9 +4,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <thread>
 
 #include <filesystem>
@@ -166,12 +168,10 @@ TEST(Checkpoint, FailedSaveLeavesPreviousCheckpointAndPointerIntact) {
   EXPECT_FALSE(fs::exists(tmp.path() / "global_step_2"));
   EXPECT_EQ(read(tmp.path() / "latest_checkpointed_iteration.txt"), "1\n");
   EXPECT_EQ(read(tmp.path() / "global_step_1" / "trainer_state.json"), before);
-  // The half-written directory is there, and lookups ignore it.
-  bool leftover = false;
+  // The half-written directory is removed (a full disk stays usable; issue 16, case 6).
   for (const auto& e : fs::directory_iterator(tmp.path())) {
-    leftover |= e.path().filename().string().rfind("global_step_2.tmp-", 0) == 0;
+    EXPECT_NE(e.path().filename().string().rfind("global_step_2.tmp-", 0), 0u) << e.path();
   }
-  EXPECT_TRUE(leftover);
   auto dir = m.resolve_resume(ResumeMode::kAuto, "");
   ASSERT_TRUE(dir.has_value());
   EXPECT_EQ(*dir, (tmp.path() / "global_step_1").string());
@@ -182,6 +182,38 @@ TEST(Checkpoint, FailedSaveLeavesPreviousCheckpointAndPointerIntact) {
   for (const auto& e : fs::directory_iterator(tmp.path())) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
   }
+}
+
+// Issue 16, case 6: a write that fails for want of space (here RLIMIT_FSIZE: EFBIG, as ENOSPC
+// would) made libtorch's writer throw from its destructor and abort the trainer.
+TEST(Checkpoint, AFullDiskIsAnErrorNamingThePathAndLeavesNoPartialDirectory) {
+  TempDir tmp;
+  Rig a(1);
+  CheckpointManager m(tmp.path().string(), nullptr);
+  m.save(a.parts(), state_at(1));
+  struct rlimit before {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = before;
+  small.rlim_cur = 512;  // bytes: smaller than a model archive
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  int code = 0;
+  try {
+    m.save(a.parts(), state_at(2));
+  } catch (const verl::Error& e) {
+    message = e.what();
+    code = static_cast<int>(e.code());
+  }
+  ::setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(code, static_cast<int>(ExitCode::kFailure)) << message;
+  EXPECT_NE(message.find("checkpoint: cannot write " + (tmp.path() / "global_step_2.tmp-").string()), std::string::npos)
+      << message;
+  for (const auto& e : fs::directory_iterator(tmp.path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path() << " is left behind";
+  EXPECT_FALSE(fs::exists(tmp.path() / "global_step_2"));
+  EXPECT_EQ(read(tmp.path() / "latest_checkpointed_iteration.txt"), "1\n");
 }
 
 TEST(Checkpoint, LeftoverTmpDirectoryFromAnotherProcessIsIgnored) {
