@@ -258,6 +258,56 @@ TEST(VerlKeys, AnUnsupportedFeatureSwitchedOnIsAnErrorThatSaysNotSupported) {
   EXPECT_NE(issue_at(d, "actor_rollout_ref.actor.strategy")->hint.find("strategy=fsdp"), std::string::npos);
 }
 
+// issue 20: every name verl's generated config allows is either accepted or refused by name with
+// the reason (an error at the key, exit 3 on load).
+TEST(VerlKeys, EveryVerlAdvantageEstimatorIsAcceptedOrRefusedWithTheReason) {
+  for (const std::string name : {"gae", "grpo", "grpo_vectorized", "grpo_passk", "rloo", "rloo_vectorized",
+                                 "reinforce_plus_plus", "reinforce_plus_plus_baseline", "opo", "gpg"}) {
+    auto d = resolve(Kind::kJob, "", {"algorithm.adv_estimator=" + name, "actor_rollout_ref.rollout.n=4"});
+    EXPECT_EQ(issue_at(d, "algorithm.adv_estimator"), nullptr) << name << ": " << format_issues(d.issues);
+  }
+  for (const std::string name : {"remax", "optimal_token_baseline", "tir_optimal_token_baseline"}) {
+    auto d = resolve(Kind::kJob, "", {"algorithm.adv_estimator=" + name});
+    const Issue* i = issue_at(d, "algorithm.adv_estimator");
+    ASSERT_NE(i, nullptr) << name;
+    EXPECT_EQ(i->severity, Severity::kError);
+    EXPECT_EQ(i->message.rfind("'" + name + "' is not supported: ", 0), 0u) << i->message;
+    EXPECT_NE(i->hint.find("grpo_passk"), std::string::npos) << i->hint;
+  }
+  try {
+    load_job("", {"algorithm.adv_estimator=remax"});
+    FAIL() << "remax was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("greedy rollout"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VerlKeys, EveryVerlPolicyLossModeIsAcceptedOrRefusedWithTheReason) {
+  for (const std::string name : {"vanilla", "gspo", "sapo", "gpg", "clip_cov", "kl_cov", "geo_mean", "cispo"}) {
+    auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.policy_loss.loss_mode=" + name,
+                                      "actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.001",
+                                      "actor_rollout_ref.actor.tau_neg=1.2"});
+    EXPECT_TRUE(d.ok()) << name << ": " << format_issues(d.issues);
+    EXPECT_EQ(find(d.value, "actor_rollout_ref.actor.policy_loss.loss_mode")->get<std::string>(), name);
+  }
+  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.policy_loss.loss_mode=bypass_mode"});
+  const Issue* i = issue_at(d, "actor_rollout_ref.actor.policy_loss.loss_mode");
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->severity, Severity::kError);
+  EXPECT_NE(i->message.find("rollout_correction"), std::string::npos) << i->message;
+}
+
+TEST(VerlKeys, StraightThroughKlEstimatorsAreRefusedAsVerlRaisesOnThem) {
+  for (const std::string name : {"k1+", "k3+"}) {
+    auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.kl_loss_type=" + name});
+    const Issue* i = issue_at(d, "actor_rollout_ref.actor.kl_loss_type");
+    ASSERT_NE(i, nullptr) << name;
+    EXPECT_NE(i->message.find("NotImplementedError"), std::string::npos) << i->message;
+    EXPECT_NE(i->hint.find("low_var_kl"), std::string::npos) << i->hint;
+  }
+}
+
 TEST(VerlKeys, AnUnsupportedFeatureLeftOffIsOnlyAWarning) {
   auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.model.lora_rank=0",
                                     "actor_rollout_ref.actor.fsdp_config.param_offload=False"});
