@@ -425,6 +425,7 @@ void PpoTrainer::compute_advantages(StepBatch& sb, MetricMap& m) {
   const auto& al = config_.algorithm;
   algos::AdvantageReturn ar;
   auto whiten = [&](const torch::Tensor& v) { return strategy_->masked_whiten(v, mask); };
+  auto group_index = [&] { return sb.group_index.to(mask.device()); };
   switch (est) {
     case algos::AdvantageEstimator::kGae: {
       ar = algos::compute_gae_advantage_return(sb.token_level_rewards, sb.values, mask, al.gamma, al.lam);
@@ -443,6 +444,40 @@ void PpoTrainer::compute_advantages(StepBatch& sb, MetricMap& m) {
       ar = algos::compute_reinforce_plus_plus_outcome_advantage(sb.token_level_rewards, mask, al.gamma);
       ar.advantages = whiten(ar.returns) * mask;
       break;
+    case algos::AdvantageEstimator::kGrpoVectorized:
+      ar = algos::compute_grpo_vectorized_outcome_advantage(sb.token_level_rewards, mask, group_index(),
+                                                            al.norm_adv_by_std_in_grpo);
+      break;
+    case algos::AdvantageEstimator::kGrpoPassk:
+      ar = algos::compute_grpo_passk_outcome_advantage(sb.token_level_rewards, mask, group_index(),
+                                                       al.norm_adv_by_std_in_grpo);
+      break;
+    case algos::AdvantageEstimator::kRlooVectorized:
+      ar = algos::compute_rloo_outcome_advantage(sb.token_level_rewards, mask, group_index(),
+                                                 algos::SingletonGroup::kZero);
+      break;
+    case algos::AdvantageEstimator::kReinforcePlusPlusBaseline: {
+      // score - group mean (a group of one keeps its score) is GRPO without the std; whitened
+      // over every rank's tokens, as verl does over the driver's full batch.
+      auto centered = algos::compute_grpo_outcome_advantage(sb.token_level_rewards, mask, group_index(),
+                                                            /*norm_adv_by_std=*/false).advantages;
+      ar.advantages = whiten(centered) * mask;
+      ar.returns = ar.advantages;
+      break;
+    }
+    case algos::AdvantageEstimator::kOpo:
+      ar = algos::compute_opo_outcome_advantage(sb.token_level_rewards, mask, group_index());
+      break;
+    case algos::AdvantageEstimator::kGpg: {
+      // alpha = B / #nonzero scores over the whole batch, i.e. over every rank.
+      auto counts = torch::stack({torch::tensor(static_cast<double>(sb.token_level_rewards.size(0)), torch::kFloat64),
+                                  sb.token_level_rewards.sum(-1).count_nonzero().to(torch::kCPU, torch::kFloat64)});
+      strategy_->all_reduce_sum(counts);
+      const double alpha = algos::gpg_alpha(static_cast<int64_t>(counts[0].item<double>()),
+                                            static_cast<int64_t>(counts[1].item<double>()));
+      ar = algos::compute_gpg_outcome_advantage(sb.token_level_rewards, mask, group_index(), alpha);
+      break;
+    }
   }
   sb.advantages = ar.advantages;
   sb.returns = ar.returns;
