@@ -756,6 +756,38 @@ torch::Tensor kl_loss(const torch::Tensor& log_prob, const torch::Tensor& ref_lo
   return agg_loss(kl_penalty(log_prob, ref_log_prob, type), response_mask, mode);
 }
 
+PfPpoMethod parse_pf_ppo_method(const std::string& name) {
+  if (name == "pow") return PfPpoMethod::kPow;
+  if (name == "max_min") return PfPpoMethod::kMaxMin;
+  if (name == "max_random") return PfPpoMethod::kMaxRandom;
+  throw invalid("algorithm.pf_ppo.reweight_method", name, "pow, max_min, max_random");
+}
+
+torch::Tensor pf_ppo_weights(const torch::Tensor& scores, PfPpoMethod method, double weight_pow) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor w;
+  switch (method) {
+    case PfPpoMethod::kPow:
+      w = torch::pow(torch::abs(scores), weight_pow);
+      break;
+    case PfPpoMethod::kMaxMin:
+      w = ((scores == scores.max()) | (scores == scores.min())).to(scores.scalar_type());
+      break;
+    case PfPpoMethod::kMaxRandom:
+      w = torch::where(scores == scores.max(), torch::full_like(scores, 0.4), torch::full_like(scores, 0.1));
+      break;
+  }
+  // verl: every response keeps a sliver of probability.
+  constexpr double kMinWeight = 1e-8;
+  return torch::clamp(w + kMinWeight, kMinWeight);
+}
+
+torch::Tensor pf_ppo_resample_indices(const torch::Tensor& scores, PfPpoMethod method, double weight_pow,
+                                      const at::Generator& generator) {
+  auto w = pf_ppo_weights(scores.to(torch::kCPU), method, weight_pow);
+  return torch::multinomial(w, w.size(0), /*replacement=*/true, generator);
+}
+
 AdaptiveKlController::AdaptiveKlController(double init_kl_coef, double target_kl,
                                            int64_t horizon)
     : value_(init_kl_coef), target_(target_kl), horizon_(horizon) {

@@ -257,6 +257,23 @@ torch::Tensor kl_penalty(const torch::Tensor& logprob, const torch::Tensor& ref_
 torch::Tensor kl_loss(const torch::Tensor& log_prob, const torch::Tensor& ref_log_prob,
                       const torch::Tensor& response_mask, KlPenaltyType type, LossAggMode mode);
 
+// ---- PF-PPO (algorithm.use_pf_ppo, algorithm.pf_ppo.*) ----
+
+// algorithm.pf_ppo.reweight_method.
+enum class PfPpoMethod {
+  kPow,        // "pow": |score|^weight_pow
+  kMaxMin,     // "max_min": 1 for the batch's highest and lowest scores, else 0
+  kMaxRandom,  // "max_random": 0.4 for the highest score, else 0.1
+};
+PfPpoMethod parse_pf_ppo_method(const std::string& name);
+
+// verl's compute_pf_ppo_reweight_data: per-response weights from the scores (above), then
+// clamp(w + 1e-8, min 1e-8), and B draws with replacement by torch.multinomial from `generator`.
+// Returns the [B] int64 row indices (CPU) of the resampled batch. scores: [B], one per response.
+torch::Tensor pf_ppo_weights(const torch::Tensor& scores, PfPpoMethod method, double weight_pow);
+torch::Tensor pf_ppo_resample_indices(const torch::Tensor& scores, PfPpoMethod method, double weight_pow,
+                                      const at::Generator& generator);
+
 // ---- KL controllers (algorithm.kl_ctrl) ----
 
 class KlController {

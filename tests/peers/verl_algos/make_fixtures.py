@@ -280,6 +280,29 @@ for si, (B, T, empty) in enumerate(SHAPES):
         case(f"vf_{mode}_{si}", "value_loss", {"vpreds": vp, "returns": ret, "values": values, "mask": mask},
              {"loss": loss, "clipfrac": clipfrac, "grad_vpreds": vp.grad}, {"mode": mode, "cliprange_value": 0.5})
 
+# ---- PF-PPO: weights and the resampled rows (torch.multinomial from a seeded CPU generator;
+# verl draws from the global one, which torch.manual_seed seeds the same way) ----
+class Batch(dict):
+    """Stands in for the TensorDict of a DataProto: a dict with a batch_size attribute."""
+    batch_size = None
+
+
+class FakeData:
+    def __init__(self, scores):
+        self.batch = Batch(token_level_scores=scores, row=torch.arange(scores.shape[0]))
+        self.non_tensor_batch = {}
+        self.meta_info = {}
+
+
+for pi, (method, wpow) in enumerate([("pow", 2.0), ("pow", 1.0), ("max_min", 2.0), ("max_random", 2.0)]):
+    B, T = 10, 3
+    tls = torch.zeros(B, T)
+    tls[:, -1] = r32(torch.randn(B, generator=g)) if method == "pow" else torch.randint(0, 3, (B,), generator=g).float()
+    torch.manual_seed(1000 + pi)
+    out = ca.compute_pf_ppo_reweight_data(FakeData(tls), method, wpow)
+    case(f"pf_ppo_{method}_{wpow}", "pf_ppo", {"token_level_scores": tls},
+         {"indices": out.batch["row"]}, {"reweight_method": method, "weight_pow": wpow, "seed": 1000 + pi})
+
 json.dump({"verl_commit": COMMIT, "torch": torch.__version__,
            "generator": "tests/peers/verl_algos/make_fixtures.py", "cases": cases},
           sys.stdout, separators=(",", ":"))

@@ -6,6 +6,8 @@
 // ordered sums is all that differs).
 #include <gtest/gtest.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -231,6 +233,24 @@ TEST(CoreAlgosVerl, ValueLossAndItsGradientMatchVerl) {
     expect_close(*c, "loss", vl.vf_loss);
     expect_close(*c, "clipfrac", vl.vf_clipfrac);
     expect_close(*c, "grad_vpreds", vp.grad());
+  }
+}
+
+// The same weights and the same draws: torch.multinomial from a CPU generator seeded as verl's
+// torch.manual_seed seeds the global one.
+TEST(CoreAlgosVerl, PfPpoResamplesTheRowsVerlResamples) {
+  auto cases = cases_of("pf_ppo");
+  ASSERT_EQ(cases.size(), 4u);
+  for (const Json* c : cases) {
+    const Json& p = c->at("params");
+    auto gen = at::detail::createCPUGenerator(p.at("seed").get<uint64_t>());
+    auto idx = pf_ppo_resample_indices(input(*c, "token_level_scores").sum(-1),
+                                       parse_pf_ppo_method(p.at("reweight_method").get<std::string>()),
+                                       p.at("weight_pow").get<double>(), gen);
+    const auto want = c->at("outputs").at("indices").at("data").get<std::vector<int64_t>>();
+    ASSERT_EQ(idx.numel(), static_cast<int64_t>(want.size()));
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(idx[i].item<int64_t>(), want[i]) << c->at("name").get<std::string>() << " draw " << i;
   }
 }
 
