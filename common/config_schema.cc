@@ -149,6 +149,7 @@ std::vector<Rule> job_rules() {
       range("algorithm.lam", 0, 1),
       choice("algorithm.kl_penalty", {"kl", "abs", "mse", "low_var_kl"}),
       choice("algorithm.kl_ctrl.type", {"fixed", "adaptive"}),
+      choice("algorithm.pf_ppo.reweight_method", {"pow", "max_min", "max_random"}),
       at_least("algorithm.kl_ctrl.kl_coef", 0),
       positive("algorithm.kl_ctrl.horizon"),
       at_least("algorithm.kl_ctrl.target_kl", 0),
@@ -353,6 +354,13 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
                       "the whole model (results are the same, memory is not)",
                       "set it to 1 to silence this; scale out with trainer.n_gpus_per_node (data parallel)",
                       loc("actor_rollout_ref.rollout.tensor_model_parallel_size")});
+  // verl resamples (compute_pf_ppo_reweight_data) only in its GAE branch; elsewhere the key does nothing.
+  const Json* pf = find(root, "algorithm.use_pf_ppo");
+  if (pf && pf->is_boolean() && pf->get<bool>() && !critic)
+    issues.push_back({Severity::kWarning, "algorithm.use_pf_ppo",
+                      "has no effect with algorithm.adv_estimator=" + estimator->get<std::string>() +
+                          ": PF-PPO resamples only with gae (as in verl)",
+                      "set algorithm.adv_estimator=gae, or use_pf_ppo=false to silence this", loc("algorithm.use_pf_ppo")});
   const Json* mode = find(root, "trainer.resume_mode");
   const Json* rpath = find(root, "trainer.resume_from_path");
   if (mode && *mode == "resume_path" && (!rpath || rpath->is_null()))

@@ -219,6 +219,9 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   al.kl_ctrl.kl_coef = get<double>(c, "algorithm.kl_ctrl.kl_coef");
   al.kl_ctrl.horizon = get<int64_t>(c, "algorithm.kl_ctrl.horizon");
   al.kl_ctrl.target_kl = get<double>(c, "algorithm.kl_ctrl.target_kl");
+  al.use_pf_ppo = get<bool>(c, "algorithm.use_pf_ppo");
+  al.pf_ppo_reweight_method = get<std::string>(c, "algorithm.pf_ppo.reweight_method");
+  al.pf_ppo_weight_pow = get<double>(c, "algorithm.pf_ppo.weight_pow");
 
   auto& t = j.trainer;
   t.project_name = get<std::string>(c, "trainer.project_name");

@@ -154,6 +154,9 @@ struct AlgorithmConfig {
   bool use_kl_in_reward = false;
   std::string kl_penalty = "kl";
   KlCtrlConfig kl_ctrl;
+  bool use_pf_ppo = false;
+  std::string pf_ppo_reweight_method = "pow";  // pf_ppo.reweight_method
+  double pf_ppo_weight_pow = 2.0;              // pf_ppo.weight_pow
 };
 
 struct TrainerLoopConfig {

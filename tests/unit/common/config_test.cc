@@ -298,6 +298,19 @@ TEST(VerlKeys, EveryVerlPolicyLossModeIsAcceptedOrRefusedWithTheReason) {
   EXPECT_NE(i->message.find("rollout_correction"), std::string::npos) << i->message;
 }
 
+TEST(VerlKeys, PfPpoIsAcceptedAndWarnsWhereVerlIgnoresIt) {
+  auto d = resolve(Kind::kJob, "", {"algorithm.use_pf_ppo=true", "algorithm.pf_ppo.reweight_method=max_min"});
+  EXPECT_TRUE(d.ok()) << format_issues(d.issues);
+  EXPECT_EQ(issue_at(d, "algorithm.use_pf_ppo"), nullptr);  // gae: it resamples
+  auto g = resolve(Kind::kJob, "", {"algorithm.use_pf_ppo=true", "algorithm.adv_estimator=grpo",
+                                    "actor_rollout_ref.rollout.n=4"});
+  const Issue* w = issue_at(g, "algorithm.use_pf_ppo");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->severity, Severity::kWarning);
+  auto bad = resolve(Kind::kJob, "", {"algorithm.pf_ppo.reweight_method=softmax"});
+  EXPECT_NE(issue_at(bad, "algorithm.pf_ppo.reweight_method"), nullptr);
+}
+
 TEST(VerlKeys, StraightThroughKlEstimatorsAreRefusedAsVerlRaisesOnThem) {
   for (const std::string name : {"k1+", "k3+"}) {
     auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.kl_loss_type=" + name});

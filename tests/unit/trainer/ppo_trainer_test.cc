@@ -109,6 +109,8 @@ TEST(PpoTrainer, EveryAcceptedEstimatorAndLossModeTrains) {
     run({"algorithm.adv_estimator=" + est}, "est_" + est);
   for (const std::string mode : {"gspo", "sapo", "gpg", "clip_cov", "kl_cov", "geo_mean", "cispo"})
     run({"algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=" + mode}, "loss_" + mode);
+  run({"algorithm.use_pf_ppo=true", "critic.ppo_mini_batch_size=4", "critic.ppo_micro_batch_size_per_gpu=8"},
+      "pf_ppo");
 }
 
 // The README's main job: the embedded default, single rank, CPU.
