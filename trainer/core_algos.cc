@@ -522,6 +522,28 @@ PolicyLoss compute_policy_loss(const torch::Tensor& old_log_prob, const torch::T
   return {pg_loss, pg_clipfrac.detach(), ppo_kl.detach(), pg_clipfrac_lower.detach()};
 }
 
+torch::Tensor agg_loss(const torch::Tensor& loss_mat, const torch::Tensor& loss_mask,
+                       LossAggMode mode, const GlobalBatchInfo& global, double loss_scale_factor) {
+  auto m = as_float_mask(loss_mask, loss_mat);
+  const double dp = static_cast<double>(global.dp_size);
+  switch (mode) {
+    case LossAggMode::kTokenMean:
+      if (global.batch_num_tokens <= 0) return agg_loss(loss_mat, loss_mask, mode) * dp;
+      return masked_sum(loss_mat, m) / global.batch_num_tokens * dp;
+    case LossAggMode::kSeqMeanTokenSum:
+    case LossAggMode::kSeqMeanTokenMean: {
+      if (global.global_batch_size <= 0) return agg_loss(loss_mat, loss_mask, mode) * dp;
+      auto counts = m.sum(-1);
+      auto seq_losses = mode == LossAggMode::kSeqMeanTokenSum ? (loss_mat * m).sum(-1)
+                                                              : (loss_mat * m).sum(-1) / (counts + kMaskedMeanEps);
+      return masked_sum(seq_losses, (counts > 0).to(loss_mat.scalar_type())) / global.global_batch_size * dp;
+    }
+    case LossAggMode::kSeqMeanTokenSumNorm:
+      return agg_loss(loss_mat, loss_mask, mode, loss_scale_factor);
+  }
+  throw Error{ExitCode::kFailure, "agg_loss: unknown mode"};
+}
+
 namespace {
 
 // GSPO / SAPO clamp the sequence log-ratio at 10 (verl: "for numerical stability").

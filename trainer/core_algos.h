@@ -171,6 +171,22 @@ AdvantageReturn compute_reinforce_plus_plus_outcome_advantage(
 torch::Tensor agg_loss(const torch::Tensor& loss_mat, const torch::Tensor& loss_mask,
                        LossAggMode mode, double loss_scale_factor = 0);
 
+// Global-batch normalisation (verl's agg_loss with dp_size / batch_num_tokens /
+// global_batch_size, as its engine workers pass them): the micro-batch's masked sum divided by
+// the token count (token-mean) or the non-empty row count (seq-mean modes) of the whole global
+// batch, over every micro-batch and DP rank, times dp_size (the gradient all-reduce averages over
+// ranks). Summing the micro-batches' losses then gives the global batch's mean exactly, however
+// the rows fall into micro-batches. A count <= 0 falls back to the micro-batch's own (the
+// default path above). Not wired into the actor yet: the actor normalises per micro-batch, as
+// verl's dp_actor does.
+struct GlobalBatchInfo {
+  int64_t dp_size = 1;
+  double batch_num_tokens = 0;   // response tokens in the global (mini-)batch
+  double global_batch_size = 0;  // responses with at least one token in it
+};
+torch::Tensor agg_loss(const torch::Tensor& loss_mat, const torch::Tensor& loss_mask,
+                       LossAggMode mode, const GlobalBatchInfo& global, double loss_scale_factor = 0);
+
 struct PolicyLoss {
   torch::Tensor pg_loss;            // scalar, differentiable w.r.t. log_prob
   torch::Tensor pg_clipfrac;        // scalar: fraction of tokens where the PPO clip bound

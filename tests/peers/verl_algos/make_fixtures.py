@@ -123,6 +123,18 @@ for si, (B, T, empty) in enumerate(SHAPES):
         case(f"agg_{mode}_{si}", "agg_loss", {"loss_mat": lm, "mask": mask},
              {"loss": loss, "grad_loss_mat": lm.grad}, {"mode": mode})
 
+# ---- agg_loss with global-batch normalisation (verl's engine path: dp_size, batch_num_tokens,
+# global_batch_size, loss_scale_factor) ----
+for si, (B, T, empty) in enumerate(SHAPES[:3]):
+    mask = make_mask(B, T, empty, g)
+    for mode in AGG_MODES:
+        lm = r32(torch.randn(B, T, generator=g)).requires_grad_(True)
+        info = {"dp_size": 2, "batch_num_tokens": 37, "global_batch_size": 9, "loss_scale_factor": 16}
+        loss = ca.agg_loss(lm, mask, mode, **info)
+        loss.backward()
+        case(f"agg_global_{mode}_{si}", "agg_loss_global", {"loss_mat": lm, "mask": mask},
+             {"loss": loss, "grad_loss_mat": lm.grad}, {"mode": mode, **info})
+
 # ---- KL estimators ----
 for si, (B, T, empty) in enumerate(SHAPES[:2]):
     mask = make_mask(B, T, empty, g)
