@@ -311,6 +311,20 @@ TEST(VerlKeys, PfPpoIsAcceptedAndWarnsWhereVerlIgnoresIt) {
   EXPECT_NE(issue_at(bad, "algorithm.pf_ppo.reweight_method"), nullptr);
 }
 
+TEST(VerlKeys, RolloutCorrectionSwitchedOnIsNotSupported) {
+  for (const std::string kv : {"algorithm.rollout_correction.rollout_is=token",
+                               "algorithm.rollout_correction.rollout_is=sequence",
+                               "algorithm.rollout_correction.rollout_rs=token", "algorithm.rollout_correction.bypass_mode=true"}) {
+    auto d = resolve(Kind::kJob, "", {kv});
+    const Issue* i = issue_at(d, kv.substr(0, kv.find('=')));
+    ASSERT_NE(i, nullptr) << kv;
+    EXPECT_EQ(i->severity, Severity::kError) << kv;
+    EXPECT_EQ(i->message.rfind("not supported", 0), 0u) << i->message;
+  }
+  auto d = resolve(Kind::kJob, "", {"algorithm.rollout_correction.rollout_is_threshold=3.0"});
+  EXPECT_TRUE(d.ok()) << format_issues(d.issues);
+}
+
 TEST(VerlKeys, StraightThroughKlEstimatorsAreRefusedAsVerlRaisesOnThem) {
   for (const std::string name : {"k1+", "k3+"}) {
     auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.kl_loss_type=" + name});
