@@ -326,6 +326,11 @@ TEST(VerlKeys, RolloutCorrectionSwitchedOnIsNotSupported) {
 }
 
 TEST(VerlKeys, StraightThroughKlEstimatorsAreRefusedAsVerlRaisesOnThem) {
+  auto k3 = resolve(Kind::kJob, "", {"algorithm.kl_penalty=k3", "actor_rollout_ref.actor.kl_loss_type=k2"});
+  EXPECT_TRUE(k3.ok()) << format_issues(k3.issues);
+  auto r = resolve(Kind::kJob, "", {"algorithm.kl_penalty=k3+"});
+  ASSERT_NE(issue_at(r, "algorithm.kl_penalty"), nullptr);
+  EXPECT_NE(issue_at(r, "algorithm.kl_penalty")->message.find("NotImplementedError"), std::string::npos);
   for (const std::string name : {"k1+", "k3+"}) {
     auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.kl_loss_type=" + name});
     const Issue* i = issue_at(d, "actor_rollout_ref.actor.kl_loss_type");
