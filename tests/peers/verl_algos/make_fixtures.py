@@ -184,6 +184,7 @@ GROUPED = [  # (B, T, index, empty rows)
     (9, 6, [3, 1, 3, 1, 3, 1, 7, 7, 7], (4,)),
     (6, 4, [0, 0, 1, 1, 2, 2], ()),
     (7, 5, [5, 5, 5, 9, 9, 2, 2], ()),
+    (6, 4, [0, 1, 1, 2, 3, 3], (2,)),  # groups of one (rollout.n = 1 or filtered)
 ]
 for gi, (B, T, index, empty) in enumerate(GROUPED):
     mask = make_mask(B, T, empty, g)
@@ -199,6 +200,8 @@ for gi, (B, T, index, empty) in enumerate(GROUPED):
             case(f"grpo_vectorized_{norm}_{tag}", "adv", ins, {"advantages": a},
                  {"estimator": "grpo_vectorized", "norm_adv_by_std_in_grpo": norm})
             cfg = {"norm_adv_by_std_in_grpo": norm}
+            if min(index.count(i) for i in index) < 2:
+                continue  # verl raises ValueError for pass@k on a group of one (so do we)
             a, _ = ca.compute_grpo_passk_outcome_advantage(rew.clone(), mask, idx, config=cfg)
             case(f"grpo_passk_{norm}_{tag}", "adv", ins, {"advantages": a},
                  {"estimator": "grpo_passk", "norm_adv_by_std_in_grpo": norm})
