@@ -897,6 +897,12 @@ void check_rules(Kind kind, const Json& node, const std::string& path,
       std::find(r->choices.begin(), r->choices.end(), node.get<std::string>()) == r->choices.end()) {
     std::string list;
     for (const auto& c : r->choices) list += (list.empty() ? "" : ", ") + c;
+    auto refused = r->refused.find(node.get<std::string>());
+    if (refused != r->refused.end()) {
+      issues.push_back({Severity::kError, path, "'" + node.get<std::string>() + "' is not supported: " + refused->second,
+                        "use one of: " + list, loc()});
+      return;
+    }
     std::string guess = closest(r->choices, node.get<std::string>());
     issues.push_back({Severity::kError, path, "'" + node.get<std::string>() + "' is not one of: " + list,
                       guess.empty() ? "" : "did you mean '" + guess + "'?", loc()});

@@ -3,6 +3,7 @@
 // is still valid.
 #include <cstdlib>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,7 +84,11 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
   }
   // 5. GRPO compares samples of one prompt: with n=1 every advantage is zero.
   const Json* est = find(job, "algorithm.adv_estimator");
-  if (est && (*est == "grpo" || *est == "rloo") && getd(job, "actor_rollout_ref.rollout.n") < 2) {
+  const bool grouped = est && est->is_string() &&
+                       std::set<std::string>{"grpo", "grpo_vectorized", "rloo", "rloo_vectorized", "opo", "gpg",
+                                             "reinforce_plus_plus_baseline"}
+                           .count(est->get<std::string>());
+  if (grouped && getd(job, "actor_rollout_ref.rollout.n") < 2) {
     warn("actor_rollout_ref.rollout.n", "algorithm.adv_estimator=" + est->get<std::string>() +
                                             " with rollout.n=1: each group has one sample and every advantage is 0",
          "set actor_rollout_ref.rollout.n to 4 or more");

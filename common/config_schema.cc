@@ -37,6 +37,15 @@ Rule strings_of(const std::string& path, std::vector<std::string> c) { Rule r; r
 
 const std::vector<std::string> kDevices = {"auto", "cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3",
                                            "cuda:4", "cuda:5", "cuda:6", "cuda:7"};
+// Reasons for verl's names that verlctl refuses (Rule::refused).
+const char* const kNoSumPiSquared =
+    "its baseline needs sum_pi_squared (the sum of squared token probabilities over the vocabulary at every "
+    "response position), which verlctl's log-prob pass does not compute";
+const char* const kStraightThrough =
+    "verl itself raises NotImplementedError for the straight-through '+' forms (its kl_penalty_forward "
+    "knows no name ending in '+')";
+Rule refusing(Rule r, std::map<std::string, std::string> refused) { r.refused = std::move(refused); return r; }
+
 const std::vector<std::string> kLossAgg = {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
                                            "seq-mean-token-sum-norm"};
 
@@ -78,7 +87,18 @@ std::vector<Rule> job_rules() {
       choice("actor_rollout_ref.actor.loss_agg_mode", kLossAgg),
       at_least("actor_rollout_ref.actor.entropy_coeff", 0),
       at_least("actor_rollout_ref.actor.kl_loss_coef", 0),
-      choice("actor_rollout_ref.actor.kl_loss_type", {"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"}),
+      refusing(choice("actor_rollout_ref.actor.kl_loss_type", {"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"}),
+               {{"k1+", kStraightThrough}, {"k2+", kStraightThrough}, {"k3+", kStraightThrough},
+                {"kl+", kStraightThrough}, {"mse+", kStraightThrough}, {"low_var_kl+", kStraightThrough}}),
+      refusing(choice("actor_rollout_ref.actor.policy_loss.loss_mode",
+                      {"vanilla", "gspo", "sapo", "gpg", "clip_cov", "kl_cov", "geo_mean", "cispo"}),
+               {{"bypass_mode", "it trains against the rollout engine's log-probs with "
+                                "algorithm.rollout_correction, which verlctl does not implement"}}),
+      range("actor_rollout_ref.actor.policy_loss.clip_cov_ratio", 0, 1),
+      range("actor_rollout_ref.actor.policy_loss.kl_cov_ratio", 0, 1),
+      at_least("actor_rollout_ref.actor.policy_loss.ppo_kl_coef", 0),
+      range("actor_rollout_ref.actor.tau_pos", 1e-6, 1e6),  // sapo divides by it
+      range("actor_rollout_ref.actor.tau_neg", 1e-6, 1e6),
       at_least("actor_rollout_ref.actor.grad_clip", 0),
       range("actor_rollout_ref.actor.optim.lr", 0, 1),
       at_least("actor_rollout_ref.actor.optim.lr_warmup_steps", -1),
@@ -118,11 +138,20 @@ std::vector<Rule> job_rules() {
       range("critic.optim.lr_warmup_steps_ratio", 0, 1),
       at_least("critic.optim.weight_decay", 0),
       list_of("critic.optim.betas", Type::kFloat),
-      choice("algorithm.adv_estimator", {"gae", "grpo", "rloo", "reinforce_plus_plus"}),
+      refusing(choice("algorithm.adv_estimator",
+                      {"gae", "grpo", "grpo_vectorized", "grpo_passk", "rloo", "rloo_vectorized",
+                       "reinforce_plus_plus", "reinforce_plus_plus_baseline", "opo", "gpg"}),
+               {{"remax", "ReMax's baseline is the reward of an extra greedy rollout per prompt, which verlctl's "
+                          "trainer does not generate"},
+                {"optimal_token_baseline", kNoSumPiSquared},
+                {"tir_optimal_token_baseline", kNoSumPiSquared}}),
       range("algorithm.gamma", 0, 1),
       range("algorithm.lam", 0, 1),
-      choice("algorithm.kl_penalty", {"kl", "abs", "mse", "low_var_kl"}),
+      refusing(choice("algorithm.kl_penalty", {"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"}),
+               {{"k1+", kStraightThrough}, {"k2+", kStraightThrough}, {"k3+", kStraightThrough},
+                {"kl+", kStraightThrough}, {"mse+", kStraightThrough}, {"low_var_kl+", kStraightThrough}}),
       choice("algorithm.kl_ctrl.type", {"fixed", "adaptive"}),
+      choice("algorithm.pf_ppo.reweight_method", {"pow", "max_min", "max_random"}),
       at_least("algorithm.kl_ctrl.kl_coef", 0),
       positive("algorithm.kl_ctrl.horizon"),
       at_least("algorithm.kl_ctrl.target_kl", 0),
@@ -327,6 +356,13 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
                       "the whole model (results are the same, memory is not)",
                       "set it to 1 to silence this; scale out with trainer.n_gpus_per_node (data parallel)",
                       loc("actor_rollout_ref.rollout.tensor_model_parallel_size")});
+  // verl resamples (compute_pf_ppo_reweight_data) only in its GAE branch; elsewhere the key does nothing.
+  const Json* pf = find(root, "algorithm.use_pf_ppo");
+  if (pf && pf->is_boolean() && pf->get<bool>() && !critic)
+    issues.push_back({Severity::kWarning, "algorithm.use_pf_ppo",
+                      "has no effect with algorithm.adv_estimator=" + estimator->get<std::string>() +
+                          ": PF-PPO resamples only with gae (as in verl)",
+                      "set algorithm.adv_estimator=gae, or use_pf_ppo=false to silence this", loc("algorithm.use_pf_ppo")});
   const Json* mode = find(root, "trainer.resume_mode");
   const Json* rpath = find(root, "trainer.resume_from_path");
   if (mode && *mode == "resume_path" && (!rpath || rpath->is_null()))

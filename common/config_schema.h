@@ -33,6 +33,9 @@ struct Rule {
   bool nullable = false;             // null is a legal value
   std::optional<double> min, max;    // inclusive
   std::vector<std::string> choices;  // for strings
+  // verl's names for this key that verlctl rejects, each with the reason (said instead of
+  // "is not one of").
+  std::map<std::string, std::string> refused;
   Json item;                         // for kObjects: the item's defaults; required keys are null
   std::vector<std::string> required; // for kObjects: keys an item must set
 };

@@ -54,6 +54,19 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
   const auto& ac = config_.actor;
   const auto mode = algos::parse_loss_agg_mode(ac.loss_agg_mode);
   const auto kl_type = algos::parse_kl_penalty(ac.kl_loss_type);
+  algos::PolicyLossParams loss_params;
+  loss_params.loss_mode = algos::parse_policy_loss_mode(ac.loss_mode);
+  loss_params.agg = mode;
+  loss_params.clip_ratio_low = ac.clip_ratio_low;
+  loss_params.clip_ratio_high = ac.clip_ratio_high;
+  loss_params.clip_ratio_c = ac.clip_ratio_c;
+  loss_params.tau_pos = ac.tau_pos;
+  loss_params.tau_neg = ac.tau_neg;
+  loss_params.clip_cov_ratio = ac.clip_cov_ratio;
+  loss_params.clip_cov_lb = ac.clip_cov_lb;
+  loss_params.clip_cov_ub = ac.clip_cov_ub;
+  loss_params.kl_cov_ratio = ac.kl_cov_ratio;
+  loss_params.ppo_kl_coef = ac.ppo_kl_coef;
   const double temp = temperature();
   TensorMap all = {{"input_ids", batch.input_ids},       {"attention_mask", batch.attention_mask},
                    {"position_ids", batch.position_ids}, {"responses", batch.responses},
@@ -92,8 +105,7 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
         const auto head = lm_head_log_probs(hidden, module_->output_embedding(), d.at("responses"),
                                             module_->config().compute_dtype, temp, /*with_entropy=*/true);
         const auto& log_prob = head.log_probs;
-        auto pl = algos::compute_policy_loss(d.at("old_log_prob"), log_prob, d.at("advantages"), mask,
-                                             ac.clip_ratio_low, ac.clip_ratio_high, ac.clip_ratio_c, mode);
+        auto pl = algos::compute_policy_loss(d.at("old_log_prob"), log_prob, d.at("advantages"), mask, loss_params);
         auto loss = pl.pg_loss;
         torch::Tensor entropy;
         if (ac.entropy_coeff != 0.0) {
@@ -110,9 +122,10 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
           acc.add("actor/kl_coef", ac.kl_loss_coef);
         }
         acc.add("actor/pg_loss", item(pl.pg_loss));
-        acc.add("actor/pg_clipfrac", item(pl.pg_clipfrac));
-        acc.add("actor/ppo_kl", item(pl.ppo_kl));
-        acc.add("actor/pg_clipfrac_lower", item(pl.pg_clipfrac_lower));
+        // A loss mode that does not compute a metric leaves it out, as verl's do.
+        if (pl.pg_clipfrac.defined()) acc.add("actor/pg_clipfrac", item(pl.pg_clipfrac));
+        if (pl.ppo_kl.defined()) acc.add("actor/ppo_kl", item(pl.ppo_kl));
+        if (pl.pg_clipfrac_lower.defined()) acc.add("actor/pg_clipfrac_lower", item(pl.pg_clipfrac_lower));
         acc.add("actor/entropy", item(entropy));
         return loss * loss_scale(mb, mode);
       });

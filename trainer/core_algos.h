@@ -42,8 +42,22 @@ enum class KlPenaltyType {
 };
 KlPenaltyType parse_kl_penalty(const std::string& name);
 
-// algorithm.adv_estimator.
-enum class AdvantageEstimator { kGae, kGrpo, kRloo, kReinforcePlusPlus };
+// algorithm.adv_estimator. Every name verl's AdvantageEstimator enum holds (at b178a3cd) is either
+// here or rejected by parse_adv_estimator with the reason.
+enum class AdvantageEstimator {
+  kGae,
+  kGrpo,
+  kGrpoVectorized,             // "grpo_vectorized": verl's group_mean_std (variance floored at eps)
+  kGrpoPassk,                  // "grpo_passk": only each group's best response, r_max - r_2nd
+  kRloo,
+  kRlooVectorized,             // "rloo_vectorized": a group of one gets advantage 0
+  kReinforcePlusPlus,
+  kReinforcePlusPlusBaseline,  // "reinforce_plus_plus_baseline": score - group mean, whitened
+  kOpo,                        // "opo": length-weighted group baseline
+  kGpg,                        // "gpg": alpha * (score - group mean), alpha = B / #nonzero scores
+};
+// Throws verl::Error (kInvalidConfig) for an unknown name, and for remax,
+// optimal_token_baseline and tir_optimal_token_baseline with the reason they are not supported.
 AdvantageEstimator parse_adv_estimator(const std::string& name);
 // GAE needs a critic; the outcome estimators do not.
 bool needs_critic(AdvantageEstimator estimator);
@@ -103,6 +117,44 @@ AdvantageReturn compute_rloo_outcome_advantage(
     const torch::Tensor& token_level_rewards, const torch::Tensor& response_mask,
     const torch::Tensor& group_index, SingletonGroup singleton = SingletonGroup::kKeepScore);
 
+// GRPO as verl's compute_grpo_vectorized_outcome_advantage: per group mean and
+// std = sqrt(max((sum(s^2) - sum(s)^2/n) / max(n-1, 1), eps)); a group of one has mean 0, std 1;
+// A = (s - mean) / (std + eps) (or s - mean). In float32 with verl's operations, so that the
+// numbers are verl's (its one-pass variance differs from grpo's by a few 1e-6 relative).
+AdvantageReturn compute_grpo_vectorized_outcome_advantage(const torch::Tensor& token_level_rewards,
+                                                          const torch::Tensor& response_mask,
+                                                          const torch::Tensor& group_index,
+                                                          bool norm_adv_by_std, double eps = 1e-6);
+
+// Pass@k (arXiv 2503.19595): in each group only the best response (torch.topk's first pick) gets
+// r_max - r_second_max, divided by (std + eps) with norm_adv_by_std; the rest get 0. Throws
+// verl::Error when a group has fewer than two responses (verl raises ValueError).
+AdvantageReturn compute_grpo_passk_outcome_advantage(const torch::Tensor& token_level_rewards,
+                                                     const torch::Tensor& response_mask,
+                                                     const torch::Tensor& group_index,
+                                                     bool norm_adv_by_std, double eps = 1e-6);
+
+// REINFORCE++ with a group baseline: (score - group mean) broadcast over T, times the mask, then
+// masked_whiten over the mask (a group of one keeps its score). The caller may re-whiten over
+// every rank's tokens, as the GAE path does.
+AdvantageReturn compute_reinforce_plus_plus_baseline_outcome_advantage(
+    const torch::Tensor& token_level_rewards, const torch::Tensor& response_mask,
+    const torch::Tensor& group_index);
+
+// OPO (arXiv 2505.23585): score - sum(len_i * score_i) / sum(len_i) over the group, len = the
+// response's token count; a group of one keeps its score.
+AdvantageReturn compute_opo_outcome_advantage(const torch::Tensor& token_level_rewards,
+                                              const torch::Tensor& response_mask,
+                                              const torch::Tensor& group_index);
+
+// GPG (verl's compute_gpg_outcome_advantage): alpha * (score - group mean) / f_norm with
+// alpha = B / max(#nonzero scores, 1) over the batch (gpg_alpha; the trainer counts over every
+// rank) and f_norm = 1; a group of one keeps alpha * score.
+double gpg_alpha(int64_t batch_size, int64_t nonzero_scores);
+AdvantageReturn compute_gpg_outcome_advantage(const torch::Tensor& token_level_rewards,
+                                              const torch::Tensor& response_mask,
+                                              const torch::Tensor& group_index, double alpha);
+
 // REINFORCE++: discounted return G_t = r_t + gamma * G_{t+1} by a reverse scan, the running
 // return reset to 0 after masked positions; advantages = masked_whiten(G) * mask, returns = G.
 AdvantageReturn compute_reinforce_plus_plus_outcome_advantage(
@@ -110,9 +162,30 @@ AdvantageReturn compute_reinforce_plus_plus_outcome_advantage(
 
 // ---- losses ----
 
-// Aggregates a [B, T] loss matrix into a scalar (see LossAggMode).
+// Aggregates a [B, T] loss matrix into a scalar (see LossAggMode). As verl's agg_loss: the
+// seq-mean modes leave out rows without a token and average over the others, each row's token
+// mean dividing by (count + 1e-8). Where verl gives NaN (no token at all in token-mean, no
+// non-empty row in the seq-mean modes) this gives 0, so a fully masked micro-batch adds nothing.
+// loss_scale_factor replaces T in seq-mean-token-sum-norm when > 0 (verl's engine path passes
+// actor.loss_scale_factor there; its dp_actor, like our actor, never does).
 torch::Tensor agg_loss(const torch::Tensor& loss_mat, const torch::Tensor& loss_mask,
-                       LossAggMode mode);
+                       LossAggMode mode, double loss_scale_factor = 0);
+
+// Global-batch normalisation (verl's agg_loss with dp_size / batch_num_tokens /
+// global_batch_size, as its engine workers pass them): the micro-batch's masked sum divided by
+// the token count (token-mean) or the non-empty row count (seq-mean modes) of the whole global
+// batch, over every micro-batch and DP rank, times dp_size (the gradient all-reduce averages over
+// ranks). Summing the micro-batches' losses then gives the global batch's mean exactly, however
+// the rows fall into micro-batches. A count <= 0 falls back to the micro-batch's own (the
+// default path above). Not wired into the actor yet: the actor normalises per micro-batch, as
+// verl's dp_actor does.
+struct GlobalBatchInfo {
+  int64_t dp_size = 1;
+  double batch_num_tokens = 0;   // response tokens in the global (mini-)batch
+  double global_batch_size = 0;  // responses with at least one token in it
+};
+torch::Tensor agg_loss(const torch::Tensor& loss_mat, const torch::Tensor& loss_mask,
+                       LossAggMode mode, const GlobalBatchInfo& global, double loss_scale_factor = 0);
 
 struct PolicyLoss {
   torch::Tensor pg_loss;            // scalar, differentiable w.r.t. log_prob
@@ -129,6 +202,54 @@ PolicyLoss compute_policy_loss(const torch::Tensor& old_log_prob, const torch::T
                                const torch::Tensor& advantages,
                                const torch::Tensor& response_mask, double clip_ratio_low,
                                double clip_ratio_high, double clip_ratio_c, LossAggMode mode);
+
+// actor.policy_loss.loss_mode: verl's POLICY_LOSS_REGISTRY names (bypass_mode is rejected by
+// parse_policy_loss_mode: it needs the rollout engine's log-probs and rollout_correction).
+enum class PolicyLossMode { kVanilla, kGspo, kSapo, kGpg, kClipCov, kKlCov, kGeoMean, kCispo };
+PolicyLossMode parse_policy_loss_mode(const std::string& name);
+
+// Everything the policy losses read from actor_rollout_ref.actor (verl's ActorConfig names).
+struct PolicyLossParams {
+  PolicyLossMode loss_mode = PolicyLossMode::kVanilla;
+  LossAggMode agg = LossAggMode::kTokenMean;  // loss_agg_mode (gspo and sapo force seq-mean-token-mean)
+  double clip_ratio_low = 0.2;
+  double clip_ratio_high = 0.2;
+  double clip_ratio_c = 3.0;
+  double tau_pos = 1.0;                       // sapo
+  double tau_neg = 1.05;
+  double clip_cov_ratio = 0.0002;             // policy_loss.* (clip_cov)
+  double clip_cov_lb = 1.0;
+  double clip_cov_ub = 5.0;
+  double kl_cov_ratio = 0.0002;               // policy_loss.* (kl_cov)
+  double ppo_kl_coef = 0.1;
+};
+
+// Dispatches on params.loss_mode, with verl's formulas (verl/trainer/ppo/core_algos.py):
+//   vanilla   compute_policy_loss above
+//   gspo      sequence ratio exp(mean_t(logp - old)) with a per-token straight-through gradient,
+//             log-ratio clamped at 10, clipped like PPO (no dual clip), seq-mean-token-mean
+//   sapo      -sigmoid(tau*(r - 1)) * 4/tau * A, tau = tau_pos where A > 0 else tau_neg,
+//             seq-mean-token-mean
+//   gpg       -logp * A
+//   clip_cov  PPO clip, plus: among tokens not clipped whose covariance (A - mean A)(logp -
+//             mean logp) lies in (lb, ub), max(clip_cov_ratio * #tokens, 1) chosen at random get
+//             no gradient (weight 0); pg_clipfrac = their share
+//   kl_cov    -A * r, plus ppo_kl_coef * |logp - old| on the max(1, kl_cov_ratio * #tokens)
+//             tokens of largest covariance; ppo_kl = masked mean of |logp - old|
+//   geo_mean  GMPO: exp(mean_t of the sign-aware clipped log-ratio) times the sequence's mean
+//             advantage, averaged over sequences (loss_agg_mode unused)
+//   cispo     -sg(clip(r, 1 - low, 1 + high)) * A * logp
+// Metrics a mode does not compute are undefined tensors (verl leaves them out).
+PolicyLoss compute_policy_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
+                               const torch::Tensor& advantages,
+                               const torch::Tensor& response_mask, const PolicyLossParams& params);
+
+// verl's compute_policy_loss_reinforce without IS weights: agg(-A * logp); ppo_kl is the masked
+// mean of rollout_log_prob - log_prob. (verl reaches it only through loss_mode=bypass_mode.)
+PolicyLoss compute_policy_loss_reinforce(const torch::Tensor& rollout_log_prob,
+                                         const torch::Tensor& log_prob,
+                                         const torch::Tensor& advantages,
+                                         const torch::Tensor& response_mask, LossAggMode mode);
 
 struct ValueLoss {
   torch::Tensor vf_loss;      // scalar, differentiable w.r.t. vpreds
@@ -151,6 +272,23 @@ torch::Tensor kl_penalty(const torch::Tensor& logprob, const torch::Tensor& ref_
 // caller adds kl_loss_coef * this to the policy loss (verl's dp_actor).
 torch::Tensor kl_loss(const torch::Tensor& log_prob, const torch::Tensor& ref_log_prob,
                       const torch::Tensor& response_mask, KlPenaltyType type, LossAggMode mode);
+
+// ---- PF-PPO (algorithm.use_pf_ppo, algorithm.pf_ppo.*) ----
+
+// algorithm.pf_ppo.reweight_method.
+enum class PfPpoMethod {
+  kPow,        // "pow": |score|^weight_pow
+  kMaxMin,     // "max_min": 1 for the batch's highest and lowest scores, else 0
+  kMaxRandom,  // "max_random": 0.4 for the highest score, else 0.1
+};
+PfPpoMethod parse_pf_ppo_method(const std::string& name);
+
+// verl's compute_pf_ppo_reweight_data: per-response weights from the scores (above), then
+// clamp(w + 1e-8, min 1e-8), and B draws with replacement by torch.multinomial from `generator`.
+// Returns the [B] int64 row indices (CPU) of the resampled batch. scores: [B], one per response.
+torch::Tensor pf_ppo_weights(const torch::Tensor& scores, PfPpoMethod method, double weight_pow);
+torch::Tensor pf_ppo_resample_indices(const torch::Tensor& scores, PfPpoMethod method, double weight_pow,
+                                      const at::Generator& generator);
 
 // ---- KL controllers (algorithm.kl_ctrl) ----
 

@@ -152,6 +152,14 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   a.clip_ratio_low = get<double>(c, ap + ".clip_ratio_low");
   a.clip_ratio_high = get<double>(c, ap + ".clip_ratio_high");
   a.clip_ratio_c = get<double>(c, ap + ".clip_ratio_c");
+  a.tau_pos = get<double>(c, ap + ".tau_pos");
+  a.tau_neg = get<double>(c, ap + ".tau_neg");
+  a.loss_mode = get<std::string>(c, ap + ".policy_loss.loss_mode");
+  a.clip_cov_ratio = get<double>(c, ap + ".policy_loss.clip_cov_ratio");
+  a.clip_cov_lb = get<double>(c, ap + ".policy_loss.clip_cov_lb");
+  a.clip_cov_ub = get<double>(c, ap + ".policy_loss.clip_cov_ub");
+  a.kl_cov_ratio = get<double>(c, ap + ".policy_loss.kl_cov_ratio");
+  a.ppo_kl_coef = get<double>(c, ap + ".policy_loss.ppo_kl_coef");
   a.loss_agg_mode = get<std::string>(c, ap + ".loss_agg_mode");
   a.entropy_coeff = get<double>(c, ap + ".entropy_coeff");
   a.use_kl_loss = get<bool>(c, ap + ".use_kl_loss");
@@ -211,6 +219,9 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   al.kl_ctrl.kl_coef = get<double>(c, "algorithm.kl_ctrl.kl_coef");
   al.kl_ctrl.horizon = get<int64_t>(c, "algorithm.kl_ctrl.horizon");
   al.kl_ctrl.target_kl = get<double>(c, "algorithm.kl_ctrl.target_kl");
+  al.use_pf_ppo = get<bool>(c, "algorithm.use_pf_ppo");
+  al.pf_ppo_reweight_method = get<std::string>(c, "algorithm.pf_ppo.reweight_method");
+  al.pf_ppo_weight_pow = get<double>(c, "algorithm.pf_ppo.weight_pow");
 
   auto& t = j.trainer;
   t.project_name = get<std::string>(c, "trainer.project_name");

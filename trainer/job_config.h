@@ -77,6 +77,14 @@ struct ActorConfig {
   double clip_ratio_low = 0.2;
   double clip_ratio_high = 0.2;
   double clip_ratio_c = 3.0;
+  double tau_pos = 1.0;                       // sapo
+  double tau_neg = 1.05;
+  std::string loss_mode = "vanilla";          // policy_loss.loss_mode
+  double clip_cov_ratio = 0.0002;             // policy_loss.* (clip_cov, kl_cov)
+  double clip_cov_lb = 1.0;
+  double clip_cov_ub = 5.0;
+  double kl_cov_ratio = 0.0002;
+  double ppo_kl_coef = 0.1;
   std::string loss_agg_mode = "token-mean";
   double entropy_coeff = 0.0;
   bool use_kl_loss = false;
@@ -139,13 +147,16 @@ struct KlCtrlConfig {
 };
 
 struct AlgorithmConfig {
-  std::string adv_estimator = "gae";   // gae | grpo | rloo | reinforce_plus_plus
+  std::string adv_estimator = "gae";   // core_algos.h's AdvantageEstimator names
   double gamma = 1.0;
   double lam = 1.0;
   bool norm_adv_by_std_in_grpo = true;
   bool use_kl_in_reward = false;
   std::string kl_penalty = "kl";
   KlCtrlConfig kl_ctrl;
+  bool use_pf_ppo = false;
+  std::string pf_ppo_reweight_method = "pow";  // pf_ppo.reweight_method
+  double pf_ppo_weight_pow = 2.0;              // pf_ppo.weight_pow
 };
 
 struct TrainerLoopConfig {

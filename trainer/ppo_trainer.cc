@@ -1,5 +1,7 @@
 #include "trainer/ppo_trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -47,7 +49,46 @@ struct PpoTrainer::StepBatch {
   torch::Tensor scores;             // [B]
   torch::Tensor token_level_scores, token_level_rewards;
   torch::Tensor old_log_prob, ref_log_prob, values, advantages, returns;
+  int64_t step = 0;                 // the global step (seeds PF-PPO's draw)
 };
+
+namespace {
+
+template <typename T>
+std::vector<T> gather_rows(const std::vector<T>& v, const std::vector<int64_t>& idx) {
+  std::vector<T> out;
+  out.reserve(idx.size());
+  for (int64_t i : idx) out.push_back(v[static_cast<size_t>(i)]);
+  return out;
+}
+
+}  // namespace
+
+// PF-PPO (verl's compute_pf_ppo_reweight_data): the step's rows drawn again, with replacement, by
+// weights from their scores; every per-row field follows. verl draws over the driver's whole
+// batch; here each rank draws among its own rows (the same with one rank), from a generator
+// seeded by trainer.seed, the step and the rank, so a run repeats.
+void PpoTrainer::resample_pf_ppo(StepBatch& sb) {
+  const auto& al = config_.algorithm;
+  auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(config_.trainer.seed) * 1000003ULL +
+                                            static_cast<uint64_t>(sb.step) * 7919ULL +
+                                            static_cast<uint64_t>(strategy_->dp_rank()));
+  auto idx = algos::pf_ppo_resample_indices(sb.token_level_scores.sum(-1), algos::parse_pf_ppo_method(al.pf_ppo_reweight_method),
+                                            al.pf_ppo_weight_pow, gen);
+  auto pick = [&](torch::Tensor& t) {
+    if (t.defined()) t = t.index_select(0, idx.to(t.device()));
+  };
+  for (torch::Tensor* t : {&sb.rb.prompts, &sb.rb.responses, &sb.rb.input_ids, &sb.rb.attention_mask,
+                           &sb.rb.position_ids, &sb.rb.response_mask, &sb.group_index, &sb.scores,
+                           &sb.token_level_scores, &sb.token_level_rewards, &sb.old_log_prob, &sb.ref_log_prob,
+                           &sb.values, &sb.advantages, &sb.returns})
+    pick(*t);
+  const auto rows = std::vector<int64_t>(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
+  sb.rb.prompt_lengths = gather_rows(sb.rb.prompt_lengths, rows);
+  sb.rb.response_lengths = gather_rows(sb.rb.response_lengths, rows);
+  sb.rb.finished = gather_rows(sb.rb.finished, rows);
+  if (!sb.row_prompt.empty()) sb.row_prompt = gather_rows(sb.row_prompt, rows);
+}
 
 PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
     : config_(config),
@@ -425,12 +466,17 @@ void PpoTrainer::compute_advantages(StepBatch& sb, MetricMap& m) {
   const auto& al = config_.algorithm;
   algos::AdvantageReturn ar;
   auto whiten = [&](const torch::Tensor& v) { return strategy_->masked_whiten(v, mask); };
+  auto group_index = [&] { return sb.group_index.to(mask.device()); };
   switch (est) {
     case algos::AdvantageEstimator::kGae: {
       ar = algos::compute_gae_advantage_return(sb.token_level_rewards, sb.values, mask, al.gamma, al.lam);
       // Re-whiten over every rank's tokens, as verl does over the driver's full batch.
       ar.advantages = whiten(ar.returns - sb.values) * mask;
-      break;
+      sb.advantages = ar.advantages;
+      sb.returns = ar.returns;
+      // verl applies PF-PPO in its GAE branch only, after the advantages.
+      if (al.use_pf_ppo) resample_pf_ppo(sb);
+      return;
     }
     case algos::AdvantageEstimator::kGrpo:
       ar = algos::compute_grpo_outcome_advantage(sb.token_level_rewards, mask, sb.group_index.to(mask.device()),
@@ -443,6 +489,40 @@ void PpoTrainer::compute_advantages(StepBatch& sb, MetricMap& m) {
       ar = algos::compute_reinforce_plus_plus_outcome_advantage(sb.token_level_rewards, mask, al.gamma);
       ar.advantages = whiten(ar.returns) * mask;
       break;
+    case algos::AdvantageEstimator::kGrpoVectorized:
+      ar = algos::compute_grpo_vectorized_outcome_advantage(sb.token_level_rewards, mask, group_index(),
+                                                            al.norm_adv_by_std_in_grpo);
+      break;
+    case algos::AdvantageEstimator::kGrpoPassk:
+      ar = algos::compute_grpo_passk_outcome_advantage(sb.token_level_rewards, mask, group_index(),
+                                                       al.norm_adv_by_std_in_grpo);
+      break;
+    case algos::AdvantageEstimator::kRlooVectorized:
+      ar = algos::compute_rloo_outcome_advantage(sb.token_level_rewards, mask, group_index(),
+                                                 algos::SingletonGroup::kZero);
+      break;
+    case algos::AdvantageEstimator::kReinforcePlusPlusBaseline: {
+      // score - group mean (a group of one keeps its score) is GRPO without the std; whitened
+      // over every rank's tokens, as verl does over the driver's full batch.
+      auto centered = algos::compute_grpo_outcome_advantage(sb.token_level_rewards, mask, group_index(),
+                                                            /*norm_adv_by_std=*/false).advantages;
+      ar.advantages = whiten(centered) * mask;
+      ar.returns = ar.advantages;
+      break;
+    }
+    case algos::AdvantageEstimator::kOpo:
+      ar = algos::compute_opo_outcome_advantage(sb.token_level_rewards, mask, group_index());
+      break;
+    case algos::AdvantageEstimator::kGpg: {
+      // alpha = B / #nonzero scores over the whole batch, i.e. over every rank.
+      auto counts = torch::stack({torch::tensor(static_cast<double>(sb.token_level_rewards.size(0)), torch::kFloat64),
+                                  sb.token_level_rewards.sum(-1).count_nonzero().to(torch::kCPU, torch::kFloat64)});
+      strategy_->all_reduce_sum(counts);
+      const double alpha = algos::gpg_alpha(static_cast<int64_t>(counts[0].item<double>()),
+                                            static_cast<int64_t>(counts[1].item<double>()));
+      ar = algos::compute_gpg_outcome_advantage(sb.token_level_rewards, mask, group_index(), alpha);
+      break;
+    }
   }
   sb.advantages = ar.advantages;
   sb.returns = ar.returns;
@@ -453,6 +533,7 @@ MetricMap PpoTrainer::train_step(int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
   sync_rollout_weights(&m);
   StepBatch sb;
+  sb.step = step;
   generate_and_score(step, sb, m);
   const auto& mask = sb.rb.response_mask;
   {

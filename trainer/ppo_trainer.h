@@ -82,6 +82,7 @@ class PpoTrainer {
   MetricMap train_step(int64_t step);
   void generate_and_score(int64_t step, StepBatch& sb, MetricMap& m);
   void compute_advantages(StepBatch& sb, MetricMap& m);
+  void resample_pf_ppo(StepBatch& sb);
   void after_sft();
   // Hands the actor's weights to the rollout engine when the actor changed since the last sync.
   void sync_rollout_weights(MetricMap* m);

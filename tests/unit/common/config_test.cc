@@ -258,6 +258,88 @@ TEST(VerlKeys, AnUnsupportedFeatureSwitchedOnIsAnErrorThatSaysNotSupported) {
   EXPECT_NE(issue_at(d, "actor_rollout_ref.actor.strategy")->hint.find("strategy=fsdp"), std::string::npos);
 }
 
+// issue 20: every name verl's generated config allows is either accepted or refused by name with
+// the reason (an error at the key, exit 3 on load).
+TEST(VerlKeys, EveryVerlAdvantageEstimatorIsAcceptedOrRefusedWithTheReason) {
+  for (const std::string name : {"gae", "grpo", "grpo_vectorized", "grpo_passk", "rloo", "rloo_vectorized",
+                                 "reinforce_plus_plus", "reinforce_plus_plus_baseline", "opo", "gpg"}) {
+    auto d = resolve(Kind::kJob, "", {"algorithm.adv_estimator=" + name, "actor_rollout_ref.rollout.n=4"});
+    EXPECT_EQ(issue_at(d, "algorithm.adv_estimator"), nullptr) << name << ": " << format_issues(d.issues);
+  }
+  for (const std::string name : {"remax", "optimal_token_baseline", "tir_optimal_token_baseline"}) {
+    auto d = resolve(Kind::kJob, "", {"algorithm.adv_estimator=" + name});
+    const Issue* i = issue_at(d, "algorithm.adv_estimator");
+    ASSERT_NE(i, nullptr) << name;
+    EXPECT_EQ(i->severity, Severity::kError);
+    EXPECT_EQ(i->message.rfind("'" + name + "' is not supported: ", 0), 0u) << i->message;
+    EXPECT_NE(i->hint.find("grpo_passk"), std::string::npos) << i->hint;
+  }
+  try {
+    load_job("", {"algorithm.adv_estimator=remax"});
+    FAIL() << "remax was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("greedy rollout"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VerlKeys, EveryVerlPolicyLossModeIsAcceptedOrRefusedWithTheReason) {
+  for (const std::string name : {"vanilla", "gspo", "sapo", "gpg", "clip_cov", "kl_cov", "geo_mean", "cispo"}) {
+    auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.policy_loss.loss_mode=" + name,
+                                      "actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.001",
+                                      "actor_rollout_ref.actor.tau_neg=1.2"});
+    EXPECT_TRUE(d.ok()) << name << ": " << format_issues(d.issues);
+    EXPECT_EQ(find(d.value, "actor_rollout_ref.actor.policy_loss.loss_mode")->get<std::string>(), name);
+  }
+  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.policy_loss.loss_mode=bypass_mode"});
+  const Issue* i = issue_at(d, "actor_rollout_ref.actor.policy_loss.loss_mode");
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->severity, Severity::kError);
+  EXPECT_NE(i->message.find("rollout_correction"), std::string::npos) << i->message;
+}
+
+TEST(VerlKeys, PfPpoIsAcceptedAndWarnsWhereVerlIgnoresIt) {
+  auto d = resolve(Kind::kJob, "", {"algorithm.use_pf_ppo=true", "algorithm.pf_ppo.reweight_method=max_min"});
+  EXPECT_TRUE(d.ok()) << format_issues(d.issues);
+  EXPECT_EQ(issue_at(d, "algorithm.use_pf_ppo"), nullptr);  // gae: it resamples
+  auto g = resolve(Kind::kJob, "", {"algorithm.use_pf_ppo=true", "algorithm.adv_estimator=grpo",
+                                    "actor_rollout_ref.rollout.n=4"});
+  const Issue* w = issue_at(g, "algorithm.use_pf_ppo");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->severity, Severity::kWarning);
+  auto bad = resolve(Kind::kJob, "", {"algorithm.pf_ppo.reweight_method=softmax"});
+  EXPECT_NE(issue_at(bad, "algorithm.pf_ppo.reweight_method"), nullptr);
+}
+
+TEST(VerlKeys, RolloutCorrectionSwitchedOnIsNotSupported) {
+  for (const std::string kv : {"algorithm.rollout_correction.rollout_is=token",
+                               "algorithm.rollout_correction.rollout_is=sequence",
+                               "algorithm.rollout_correction.rollout_rs=token", "algorithm.rollout_correction.bypass_mode=true"}) {
+    auto d = resolve(Kind::kJob, "", {kv});
+    const Issue* i = issue_at(d, kv.substr(0, kv.find('=')));
+    ASSERT_NE(i, nullptr) << kv;
+    EXPECT_EQ(i->severity, Severity::kError) << kv;
+    EXPECT_EQ(i->message.rfind("not supported", 0), 0u) << i->message;
+  }
+  auto d = resolve(Kind::kJob, "", {"algorithm.rollout_correction.rollout_is_threshold=3.0"});
+  EXPECT_TRUE(d.ok()) << format_issues(d.issues);
+}
+
+TEST(VerlKeys, StraightThroughKlEstimatorsAreRefusedAsVerlRaisesOnThem) {
+  auto k3 = resolve(Kind::kJob, "", {"algorithm.kl_penalty=k3", "actor_rollout_ref.actor.kl_loss_type=k2"});
+  EXPECT_TRUE(k3.ok()) << format_issues(k3.issues);
+  auto r = resolve(Kind::kJob, "", {"algorithm.kl_penalty=k3+"});
+  ASSERT_NE(issue_at(r, "algorithm.kl_penalty"), nullptr);
+  EXPECT_NE(issue_at(r, "algorithm.kl_penalty")->message.find("NotImplementedError"), std::string::npos);
+  for (const std::string name : {"k1+", "k3+"}) {
+    auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.kl_loss_type=" + name});
+    const Issue* i = issue_at(d, "actor_rollout_ref.actor.kl_loss_type");
+    ASSERT_NE(i, nullptr) << name;
+    EXPECT_NE(i->message.find("NotImplementedError"), std::string::npos) << i->message;
+    EXPECT_NE(i->hint.find("low_var_kl"), std::string::npos) << i->hint;
+  }
+}
+
 TEST(VerlKeys, AnUnsupportedFeatureLeftOffIsOnlyAWarning) {
   auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.model.lora_rank=0",
                                     "actor_rollout_ref.actor.fsdp_config.param_offload=False"});

@@ -168,6 +168,18 @@ TEST(CoreAlgos, AggLossModesFollowVerl) {
   EXPECT_NEAR(item(agg_loss(l, m, LossAggMode::kSeqMeanTokenSumNorm)), 10.0 / 3.0, kTol);
 }
 
+// Row 1 has no token: verl leaves it out of the seq-mean modes (2 rows count, not 3) and divides
+// each row's sum by (count + 1e-8). loss [[1,2,3],[9,9,9],[4,5,6]], mask [[1,1,1],[0,0,0],[1,0,0]].
+TEST(CoreAlgos, AggLossSeqMeanModesLeaveOutRowsWithoutTokens) {
+  auto l = t2({{1, 2, 3}, {9, 9, 9}, {4, 5, 6}});
+  auto m = t2({{1, 1, 1}, {0, 0, 0}, {1, 0, 0}});
+  EXPECT_NEAR(item(agg_loss(l, m, LossAggMode::kSeqMeanTokenSum)), (6.0 + 4.0) / 2.0, kTol);
+  const double mean = item(agg_loss(l, m, LossAggMode::kSeqMeanTokenMean));
+  EXPECT_FALSE(std::isnan(mean));
+  EXPECT_NEAR(mean, (2.0 + 4.0) / 2.0, kTol);
+  EXPECT_NEAR(item(agg_loss(l, m, LossAggMode::kTokenMean)), 10.0 / 4.0, kTol);
+}
+
 TEST(CoreAlgos, ParseRejectsUnknownNamesAsInvalidConfig) {
   EXPECT_EQ(parse_loss_agg_mode("seq-mean-token-sum-norm"), LossAggMode::kSeqMeanTokenSumNorm);
   EXPECT_EQ(parse_kl_penalty("k3"), KlPenaltyType::kLowVarKl);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "common/config.h"
 #include "common/error.h"
@@ -85,6 +86,31 @@ TEST(PpoTrainer, SameSeedSameMetrics) {
   EXPECT_NEAR(m.at("timing_per_token_ms/update_actor"),
               m.at("timing_s/update_actor") * 1000 / (response_tokens + prompt_tokens), 1e-9);
   EXPECT_DOUBLE_EQ(m.at("perf/total_num_tokens"), response_tokens + prompt_tokens);
+}
+
+// Every estimator and policy loss mode verl has and we accept runs through the loop (2 small
+// steps each, finite losses); their numbers are checked against verl in core_algos_verl_test.cc.
+TEST(PpoTrainer, EveryAcceptedEstimatorAndLossModeTrains) {
+  const std::vector<std::string> small = {
+      "trainer.total_training_steps=2", "trainer.sft_warmup_steps=2", "trainer.test_freq=-1",
+      "trainer.val_before_train=false", "data.train_batch_size=8", "actor_rollout_ref.rollout.n=4",
+      "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+      "trainer.logger=[console]"};
+  auto run = [&](std::vector<std::string> extra, const std::string& dir) {
+    extra.insert(extra.end(), small.begin(), small.end());
+    PpoTrainer t(job(extra, dir), nullptr);
+    const auto r = t.fit();
+    EXPECT_EQ(r.steps, 2) << dir;
+    ASSERT_TRUE(r.last_metrics.count("actor/pg_loss")) << dir;
+    EXPECT_TRUE(std::isfinite(r.last_metrics.at("actor/pg_loss"))) << dir;
+  };
+  for (const std::string est : {"grpo_vectorized", "grpo_passk", "rloo_vectorized", "reinforce_plus_plus_baseline",
+                                "opo", "gpg"})
+    run({"algorithm.adv_estimator=" + est}, "est_" + est);
+  for (const std::string mode : {"gspo", "sapo", "gpg", "clip_cov", "kl_cov", "geo_mean", "cispo"})
+    run({"algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=" + mode}, "loss_" + mode);
+  run({"algorithm.use_pf_ppo=true", "critic.ppo_mini_batch_size=4", "critic.ppo_micro_batch_size_per_gpu=8"},
+      "pf_ppo");
 }
 
 // The README's main job: the embedded default, single rank, CPU.
