@@ -99,21 +99,19 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
       [&](const MicroBatch& mb) {
         const auto& d = mb.data;
         const auto& mask = d.at("response_mask");
-        // The LM head, log-softmax and entropy in chunks, forward and backward: no [B, R, V] tensor.
-        const auto hidden = response_hidden(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"),
-                                            width, seq_layout);
-        const auto head = lm_head_log_probs(hidden, module_->output_embedding(), d.at("responses"),
-                                            module_->config().compute_dtype, temp, /*with_entropy=*/true);
-        const auto& log_prob = head.log_probs;
+        auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width,
+                                      seq_layout);
+        if (temp != 1.0) logits = logits / temp;
+        auto log_prob = log_probs_from_logits(logits, d.at("responses"));
         auto pl = algos::compute_policy_loss(d.at("old_log_prob"), log_prob, d.at("advantages"), mask, loss_params);
         auto loss = pl.pg_loss;
         torch::Tensor entropy;
         if (ac.entropy_coeff != 0.0) {
-          entropy = algos::agg_loss(head.entropy, mask, mode);
+          entropy = algos::agg_loss(entropy_from_logits_chunked(logits), mask, mode);
           loss = loss - ac.entropy_coeff * entropy;
         } else {
           torch::NoGradGuard no_grad;
-          entropy = algos::agg_loss(head.entropy.detach(), mask, mode);
+          entropy = algos::agg_loss(entropy_from_logits_chunked(logits.detach()), mask, mode);
         }
         if (ac.use_kl_loss) {
           auto kl = algos::kl_loss(log_prob, d.at("ref_log_prob"), mask, kl_type, mode);
@@ -165,15 +163,15 @@ MetricMap ActorWorker::sft_step(const RolloutBatch& batch, double lr) {
       all, batch.batch_size(), plan, *optim_, module_->parameters(), strategy_, acc, /*step=*/0,
       [&](const MicroBatch& mb) {
         const auto& d = mb.data;
-        const auto hidden = response_hidden(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"),
-                                            width, seq_layout);
+        auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width,
+                                      seq_layout);
+        const auto& labels = d.at("responses");
         const auto& mask = d.at("response_mask");
-        const auto head = lm_head_log_probs(hidden, module_->output_embedding(), d.at("responses"),
-                                            module_->config().compute_dtype, /*temperature=*/1.0, /*with_entropy=*/false);
+        auto lp = log_probs_from_logits(logits, labels);
         // Token-mean over the whole (rank's) batch, accumulated across micro-batches.
-        auto loss = -(head.log_probs * mask).sum() / std::max(tokens, 1.0);
+        auto loss = -(lp * mask).sum() / std::max(tokens, 1.0);
         loss_sum += item(loss);
-        correct += item((head.argmax_hit.to(torch::kFloat32) * mask).sum());
+        correct += item(((logits.argmax(-1) == labels).to(torch::kFloat32) * mask).sum());
         return loss;
       });
   m["sft/loss"] = loss_sum;

@@ -71,6 +71,11 @@ torch::Tensor log_probs_from_logits(const torch::Tensor& logits, const torch::Te
   });
 }
 
+torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t chunk_rows) {
+  return per_row_chunks(logits, chunk_rows,
+                        [](const torch::Tensor& x, int64_t, int64_t) { return algos::entropy_from_logits(x); });
+}
+
 namespace {
 
 int64_t rows_per_chunk(int64_t chunk_rows, int64_t vocab) {

@@ -65,6 +65,9 @@ torch::Tensor log_probs_from_logits(const torch::Tensor& logits, const torch::Te
 // lm_head_logits(hidden, weight, dtype) / temperature. Forward and backward run over chunks of
 // rows so that at most a few [chunk, V] float tensors are alive (chunk_rows 0: as many rows as
 // keep one such tensor near 2^27 elements, 512 MiB). The gradient flows to hidden and weight.
+// Entropy of softmax(logits) per position, [B, R, V] -> [B, R], over chunks of rows.
+torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t chunk_rows = 8192);
+
 struct LmHeadLogProbs {
   torch::Tensor log_probs;  // [B, R] float32, differentiable
   torch::Tensor entropy;    // [B, R] float32, differentiable (with_entropy), else undefined
