@@ -3,11 +3,8 @@
 // the straightforward way (logits of every response position [B, R, V], then log_softmax over
 // all of it, then gather), both on the same model and batch. One mode per process, so that the
 // peak RSS (getrusage) belongs to that mode alone; bench/logprob_memory.sh runs both and checks
-// that they agree. The training modes do the same with a graph, forward and backward of the
-// log-prob and entropy loss: lm_head_log_probs (train-fused, the actor's update) against logits
-// of every position then log_softmax / entropy (train-full); their checksum adds the LM head
-// weight's gradient norm.
-//   bench_logprob_memory chunked|full|train-fused|train-full [B] [R]  -> one JSON line: mode, peak_rss_mib, seconds, checksum
+// that they agree.
+//   bench_logprob_memory chunked|full [B] [R]  -> one JSON line: mode, peak_rss_mib, seconds, checksum
 #include <sys/resource.h>
 
 #include <chrono>
@@ -15,7 +12,6 @@
 #include <string>
 
 #include "trainer/batch.h"
-#include "trainer/core_algos.h"
 #include "trainer/log_probs.h"
 #include "trainer/model.h"
 
@@ -38,21 +34,6 @@ int main(int argc, char** argv) {
   torch::Tensor lp;
   if (mode == "chunked") {
     lp = compute_log_probs(model, batch, /*micro_batch=*/b, /*temperature=*/1.0).log_probs;
-  } else if (mode == "train-fused" || mode == "train-full") {
-    model->train();
-    auto hidden = response_hidden(model, batch.input_ids, batch.attention_mask, batch.position_ids, r);
-    torch::Tensor ent;
-    if (mode == "train-fused") {
-      auto out = lm_head_log_probs(hidden, model->output_embedding(), batch.responses, c.compute_dtype, 1.0, true);
-      lp = out.log_probs;
-      ent = out.entropy;
-    } else {
-      auto logits = model->logits(hidden);
-      lp = logits.log_softmax(-1).gather(-1, batch.responses.unsqueeze(-1)).squeeze(-1);
-      ent = verl::trainer::algos::entropy_from_logits(logits);
-    }
-    (-lp.mean() - 0.01 * ent.mean()).backward();
-    lp = lp.detach() + model->output_embedding().grad().norm() / static_cast<double>(lp.numel());
   } else {
     torch::NoGradGuard no_grad;
     auto logits = response_logits(model, batch.input_ids, batch.attention_mask, batch.position_ids, r);

@@ -5,9 +5,9 @@
 // Memory: with a real vocabulary (V = 151,936) a [B, R, V] float tensor is gigabytes, so the
 // no-grad path (compute_log_probs) never builds one: the LM head, the log-softmax and the
 // entropy run over chunks of at most chunk_tokens response positions, keeping [chunk, V] alive
-// at a time; and the LM head never runs on prompt positions. The training path
-// (lm_head_log_probs) is one autograd function that does the same in its forward and recomputes
-// each chunk's logits in its backward: no [B, R, V] tensor exists there either.
+// at a time; and the LM head never runs on prompt positions. The training
+// path (with a graph) projects the micro-batch at once, because autograd keeps every chunk's
+// log-softmax for the backward pass anyway.
 // Determinism: the log-softmax of a row does not depend on the chunk it is computed in, so the
 // chunk size never changes a result on the CPU.
 //
@@ -60,21 +60,8 @@ std::vector<std::vector<int64_t>> plan_micro_batches(const ForwardPlan& plan, co
 torch::Tensor log_probs_from_logits(const torch::Tensor& logits, const torch::Tensor& labels,
                                     double temperature = 1.0, int64_t chunk_rows = 8192);
 
-// Differentiable log-probs of labels under the LM head, from the hidden states: hidden [B, R, H]
-// (with a graph), weight [V, H] (the output embedding, a parameter), labels [B, R]; logits are
-// lm_head_logits(hidden, weight, dtype) / temperature. Forward and backward run over chunks of
-// rows so that at most a few [chunk, V] float tensors are alive (chunk_rows 0: as many rows as
-// keep one such tensor near 2^27 elements, 512 MiB). The gradient flows to hidden and weight.
 // Entropy of softmax(logits) per position, [B, R, V] -> [B, R], over chunks of rows.
 torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t chunk_rows = 8192);
-
-struct LmHeadLogProbs {
-  torch::Tensor log_probs;  // [B, R] float32, differentiable
-  torch::Tensor entropy;    // [B, R] float32, differentiable (with_entropy), else undefined
-  torch::Tensor argmax_hit; // [B, R] bool: the label is the logits' argmax (SFT's token accuracy)
-};
-LmHeadLogProbs lm_head_log_probs(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
-                                 torch::Dtype dtype, double temperature, bool with_entropy, int64_t chunk_rows = 0);
 
 struct ResponseLogProbs {
   torch::Tensor log_probs;  // [B, R] float32

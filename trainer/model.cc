@@ -446,12 +446,8 @@ torch::Tensor CausalLmImpl::forward(const torch::Tensor& input_ids, const torch:
   return logits(model->forward(input_ids, attention_mask, position_ids, cache));
 }
 
-torch::Tensor lm_head_logits(const torch::Tensor& hidden, const torch::Tensor& weight, torch::Dtype dtype) {
-  return project(hidden, weight, torch::Tensor(), dtype).to(torch::kFloat32);
-}
-
 torch::Tensor CausalLmImpl::logits(const torch::Tensor& hidden) const {
-  return lm_head_logits(hidden, output_embedding(), config_.compute_dtype);
+  return project(hidden, output_embedding(), torch::Tensor(), config_.compute_dtype).to(torch::kFloat32);
 }
 
 CriticModelImpl::CriticModelImpl(const ModelConfig& c, const torch::TensorOptions& o, ValueHeadBias bias) {

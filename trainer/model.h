@@ -142,10 +142,6 @@ TORCH_MODULE(RmsNorm);
 // cu_seqlens[i+1]) (flash-attention's varlen convention).
 using CuSeqlens = std::vector<int64_t>;
 
-// The LM head: hidden [..., H] x weight [V, H] -> logits [..., V] float32, computed in `dtype`
-// (on the CPU in blocks of output channels). CausalLm::logits and the fused log-prob path use it.
-torch::Tensor lm_head_logits(const torch::Tensor& hidden, const torch::Tensor& weight, torch::Dtype dtype);
-
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
