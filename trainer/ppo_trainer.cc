@@ -472,18 +472,14 @@ void PpoTrainer::compute_advantages(StepBatch& sb, MetricMap& m) {
       ar = algos::compute_gae_advantage_return(sb.token_level_rewards, sb.values, mask, al.gamma, al.lam);
       // Re-whiten over every rank's tokens, as verl does over the driver's full batch.
       ar.advantages = whiten(ar.returns - sb.values) * mask;
-      sb.advantages = ar.advantages;
-      sb.returns = ar.returns;
-      // verl applies PF-PPO in its GAE branch only, after the advantages.
-      if (al.use_pf_ppo) resample_pf_ppo(sb);
-      return;
+      break;
     }
     case algos::AdvantageEstimator::kGrpo:
-      ar = algos::compute_grpo_outcome_advantage(sb.token_level_rewards, mask, sb.group_index.to(mask.device()),
+      ar = algos::compute_grpo_outcome_advantage(sb.token_level_rewards, mask, group_index(),
                                                  al.norm_adv_by_std_in_grpo);
       break;
     case algos::AdvantageEstimator::kRloo:
-      ar = algos::compute_rloo_outcome_advantage(sb.token_level_rewards, mask, sb.group_index.to(mask.device()));
+      ar = algos::compute_rloo_outcome_advantage(sb.token_level_rewards, mask, group_index());
       break;
     case algos::AdvantageEstimator::kReinforcePlusPlus:
       ar = algos::compute_reinforce_plus_plus_outcome_advantage(sb.token_level_rewards, mask, al.gamma);
@@ -526,6 +522,8 @@ void PpoTrainer::compute_advantages(StepBatch& sb, MetricMap& m) {
   }
   sb.advantages = ar.advantages;
   sb.returns = ar.returns;
+  // verl applies PF-PPO in its GAE branch only, after the advantages.
+  if (est == algos::AdvantageEstimator::kGae && al.use_pf_ppo) resample_pf_ppo(sb);
 }
 
 MetricMap PpoTrainer::train_step(int64_t step) {
