@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "text/regex.h"
 #include "text/unicode.h"
 
@@ -325,7 +326,7 @@ class ByteFallbackDecoder final : public Decoder {
     std::string bytes;
     auto flush = [&] {
       if (bytes.empty()) return;
-      if (unicode::is_valid_utf8(bytes)) out.push_back(bytes);
+      if (invalid_utf8_at(bytes) == std::string_view::npos) out.push_back(bytes);
       else for (size_t i = 0; i < bytes.size(); ++i) out.push_back("\xEF\xBF\xBD");
       bytes.clear();
     };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "common/strings.h"
 #include "text/unicode_tables.h"
 
 namespace verl::text::unicode {
@@ -189,21 +190,8 @@ std::string encode_utf8(const std::u32string& cps) {
   return out;
 }
 
-bool is_valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    if (static_cast<uint8_t>(s[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t start = i;
-    char32_t cp = next_code_point(s, i);
-    if (cp == kReplacement && !(i - start == 3 && s.substr(start, 3) == "\xEF\xBF\xBD")) return false;
-  }
-  return true;
-}
-
 std::string to_valid_utf8(std::string_view s) {
-  if (is_valid_utf8(s)) return std::string(s);
+  if (invalid_utf8_at(s) == std::string_view::npos) return std::string(s);
   std::string out;
   out.reserve(s.size() + 8);
   for (size_t i = 0; i < s.size();) append_utf8(out, next_code_point(s, i));

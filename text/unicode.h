@@ -20,7 +20,6 @@ char32_t next_code_point(std::string_view s, size_t& i);
 std::u32string decode_utf8(std::string_view s);
 void append_utf8(std::string& out, char32_t cp);
 std::string encode_utf8(const std::u32string& cps);
-bool is_valid_utf8(std::string_view s);
 // s with every invalid sequence replaced by U+FFFD (s itself when valid).
 std::string to_valid_utf8(std::string_view s);
 
