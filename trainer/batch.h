@@ -25,6 +25,10 @@ struct RolloutBatch {
   std::vector<int64_t> prompt_lengths;    // real prompt tokens per row
   std::vector<int64_t> response_lengths;  // generated tokens per row (EOS included)
   std::vector<bool> finished;             // ended with a stop token (not clipped)
+  // [B, R] float32, 0 past each response: the rollout engine's log-prob of each sampled token
+  // under the distribution it sampled from (verl's rollout_log_probs); defined only when
+  // GenerateOptions::log_probs asked for it.
+  torch::Tensor rollout_log_probs;
 
   int64_t batch_size() const { return responses.size(0); }
   int64_t response_width() const { return responses.size(1); }

@@ -180,6 +180,13 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
       get_nullable<int64_t>(c, rp + ".log_prob_max_token_len_per_gpu").value_or(a.ppo_max_token_len_per_gpu);
   r.val = read_sampling(c, rp + ".val_kwargs");
   r.gpu_memory_utilization = get<double>(c, rp + ".gpu_memory_utilization");
+  r.max_num_seqs = get<int64_t>(c, rp + ".max_num_seqs");
+  r.max_num_batched_tokens = get<int64_t>(c, rp + ".max_num_batched_tokens");
+  r.enforce_eager = get<bool>(c, rp + ".enforce_eager");
+  r.free_cache_engine = get<bool>(c, rp + ".free_cache_engine");
+  r.ignore_eos = get<bool>(c, rp + ".ignore_eos");
+  if (const auto& sizes = at_path(c, rp + ".cudagraph_capture_sizes"); !sizes.is_null())
+    for (const auto& v : sizes) r.cudagraph_capture_sizes.push_back(v.get<int64_t>());
 
   j.ref.device = get<std::string>(c, "actor_rollout_ref.ref.device");
   j.ref.log_prob_micro_batch_size_per_gpu =

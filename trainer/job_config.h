@@ -113,6 +113,13 @@ struct RolloutConfig {
   // verl's share of GPU memory for the rollout; the native rollout shares the trainer's
   // allocator, so it caps the whole process's CUDA caching allocator on each device it uses.
   double gpu_memory_utilization = 0.85;
+  // The slot engine's knobs (rollout.name vllm / sglang; trainer/slot_rollout.h), verl's names.
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 8192;
+  bool enforce_eager = false;
+  bool free_cache_engine = true;
+  std::vector<int64_t> cudagraph_capture_sizes;  // null: powers of two up to the slot count
+  bool ignore_eos = false;
 };
 
 struct RefConfig {

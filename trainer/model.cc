@@ -15,10 +15,6 @@
 #include "common/error.h"
 
 namespace verl::trainer {
-namespace {
-
-// Large enough to zero a softmax weight in fp32, finite so fully masked rows stay finite.
-constexpr double kMaskValue = -1e9;
 
 // x @ w^T (+ b) in the compute dtype. On CPU in fp32 it runs as a 1x1 convolution: Debian's
 // libtorch links the reference (netlib) BLAS, whose sgemm is ~12x slower forward+backward
@@ -58,6 +54,11 @@ torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w_in, const t
   auto y = torch::conv2d(x4, w.view({w.size(0), w.size(1), 1, 1}), b.defined() ? b : torch::Tensor());
   return y.view(out_shape);
 }
+
+namespace {
+
+// Large enough to zero a softmax weight in fp32, finite so fully masked rows stay finite.
+constexpr double kMaskValue = -1e9;
 
 torch::Tensor linear_in(const torch::Tensor& x, const Dense& layer, torch::Dtype dtype) {
   return project(x, layer->weight, layer->bias, dtype);

@@ -276,6 +276,10 @@ class CriticModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(CriticModel);
 
+// x @ w^T (+ b) in `dtype` (the layers' projections): a plain linear on CUDA or in bf16, a 1x1
+// convolution on the CPU in fp32 (Debian's reference BLAS is much slower; model.cc says by how much).
+torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Dtype dtype);
+
 // Normal(0, initializer_range) for Linear/Embedding weights, zeros for biases, ones for norms,
 // drawn from a CPU generator seeded with `seed` so the same seed gives the same weights on any
 // device and never touches torch's global RNG. Each tensor is drawn in fp32 on the CPU (in

@@ -22,6 +22,7 @@
 #include "trainer/parallel_strategy.h"
 #include "trainer/ref_worker.h"
 #include "trainer/rewards.h"
+#include "trainer/slot_rollout.h"
 #include "trainer/step_metrics.h"
 #include "trainer/tracking.h"
 #include "trainer/val_metrics.h"
@@ -160,7 +161,12 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
     }
     critic_ = std::make_unique<CriticWorker>(config_, critic, critic_device_, *strategy_);
   }
-  rollout_ = std::make_unique<NativeRollout>(model_config_, actor_device_);
+  // vllm / sglang name a serving engine: verlctl's is the slot engine; native and hf the loop.
+  const bool slot_engine = config_.rollout.name == "vllm" || config_.rollout.name == "sglang";
+  if (slot_engine)
+    rollout_ = std::make_unique<SlotRollout>(model_config_, actor_device_, SlotRolloutOptions::from(config_.rollout));
+  else
+    rollout_ = std::make_unique<NativeRollout>(model_config_, actor_device_);
   const auto& kc = config_.algorithm.kl_ctrl;
   kl_ctrl_ = algos::make_kl_controller(kc.type, kc.kl_coef, kc.target_kl, kc.horizon);
   ckpt_ = std::make_unique<CheckpointManager>(t.default_local_dir, strategy_->distributed());
@@ -171,9 +177,10 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
                 << actor_device_.str() << ", " << train_.size() << " train / " << val_.size()
                 << " val prompts, world " << w << ", adv_estimator " << config_.algorithm.adv_estimator;
     if (config_.rollout.name != "native")
-      log::Info() << "rollout: actor_rollout_ref.rollout.name=" << config_.rollout.name
-                  << " selects verlctl's native engine (no " << config_.rollout.name
-                  << " here; its engine_kwargs are ignored)";
+      log::Info() << "rollout: actor_rollout_ref.rollout.name=" << config_.rollout.name << " selects verlctl's "
+                  << (slot_engine ? "slot engine (KV-cache slots, continuous batching, CUDA graphs on GPUs)"
+                                  : "native loop")
+                  << " (no " << config_.rollout.name << " here; its engine_kwargs are ignored)";
   }
 }
 
@@ -253,6 +260,7 @@ ValidationResult PpoTrainer::validate() {
   opt.max_response_length = config_.data.max_response_length;
   opt.stop_token_ids = stop_ids();
   opt.pad_token_id = tokenizer_->pad_id();
+  opt.ignore_eos = config_.rollout.ignore_eos;
   sync_rollout_weights(nullptr);
   // Every rank knows every data source, so metric keys agree across ranks. One score of an
   // empty response per source gives the reward's fields (math_dapo's score, acc, pred) and
@@ -424,6 +432,7 @@ void PpoTrainer::generate_and_score(int64_t step, StepBatch& sb, MetricMap& m) {
     opt.max_response_length = config_.data.max_response_length;
     opt.stop_token_ids = stop_ids();
     opt.pad_token_id = tokenizer_->pad_id();
+    opt.ignore_eos = config_.rollout.ignore_eos;
     sb.rb = rollout_->generate(prompts, opt, seeds);
   }
   sb.group_index = torch::tensor(groups, torch::kLong);

@@ -1,7 +1,8 @@
 // RolloutEngine is the seam between the PPO loop and whatever generates responses (verl's
 // rollout worker: vLLM / SGLang there). The loop hands it prompts, sampling options and one
 // seed per response row, and after every actor update it hands it the policy's weights by
-// name (verl's hybrid-engine sync). Implementations: NativeRollout (trainer/native_rollout.h).
+// name (verl's hybrid-engine sync). Implementations: NativeRollout (trainer/native_rollout.h), the reference
+// loop, and SlotRollout (trainer/slot_rollout.h), the serving-style engine for GPUs.
 //
 // Determinism contract (docs/ARCHITECTURE.md, "Determinism"): every response row samples from
 // its own seed (row_seed), never from a generator shared by the batch, so the same seeds give
@@ -26,6 +27,8 @@ struct GenerateOptions {
   int64_t max_response_length = 12;
   std::vector<int64_t> stop_token_ids;     // EOS at least
   int64_t pad_token_id = 0;
+  bool ignore_eos = false;   // rollout.ignore_eos: stop only at max_response_length
+  bool log_probs = false;    // fill RolloutBatch::rollout_log_probs
 };
 
 // One seed per response row from (base seed, step, global row index): a splitmix64 mix.

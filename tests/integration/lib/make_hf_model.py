@@ -2,6 +2,9 @@
 """Writes a small random Qwen2ForCausalLM directory in Hugging Face layout, with a real tokenizer.
 
     make_hf_model.py OUT_DIR TOKENIZER_DIR [--seed N] [--hidden 64] [--layers 2]
+                     [--heads 4] [--kv-heads 2] [--intermediate HIDDEN*11/4] [--max-pos 256]
+                     [--rope-theta 10000]
+(Qwen2-0.5B's shape: --hidden 896 --layers 24 --heads 14 --kv-heads 2 --intermediate 4864.)
 
 config.json as transformers writes it for Qwen2, model.safetensors written here from the
 format's spec (8-byte little-endian header length, JSON header, raw little-endian data) with
@@ -26,14 +29,20 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--intermediate", type=int, default=0)
+    ap.add_argument("--max-pos", type=int, default=256)
+    ap.add_argument("--rope-theta", type=float, default=10000.0)
     a = ap.parse_args()
-    h, heads, kv, inter, vocab = a.hidden, 4, 2, a.hidden * 11 // 4, 151936
+    h, heads, kv, vocab = a.hidden, a.heads, a.kv_heads, 151936
+    inter = a.intermediate or a.hidden * 11 // 4
     hd = h // heads
     cfg = {
         "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_act": "silu",
         "hidden_size": h, "intermediate_size": inter, "num_hidden_layers": a.layers,
         "num_attention_heads": heads, "num_key_value_heads": kv, "vocab_size": vocab,
-        "max_position_embeddings": 256, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
+        "max_position_embeddings": a.max_pos, "rope_theta": a.rope_theta, "rms_norm_eps": 1e-6,
         "tie_word_embeddings": True, "torch_dtype": "float32", "use_sliding_window": False,
         "bos_token_id": 151643, "eos_token_id": 151645, "initializer_range": 0.02,
     }

@@ -236,13 +236,26 @@ const Issue* issue_containing(const Document& d, const std::string& text) {
 }
 
 TEST(VerlKeys, AnEngineKnobIsAcceptedWithAWarningThatSaysWhy) {
-  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.rollout.enforce_eager=True",
+  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.rollout.enable_prefix_caching=False",
                                     "actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4"});
   EXPECT_TRUE(d.ok()) << format_issues(d.issues);
   const Issue* w = issue_containing(d, "vLLM/SGLang engine setting");
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->severity, Severity::kWarning);
-  EXPECT_EQ(find(d.value, "actor_rollout_ref.rollout.enforce_eager"), nullptr);  // the trainer never sees it
+  EXPECT_EQ(find(d.value, "actor_rollout_ref.rollout.enable_prefix_caching"), nullptr);  // the trainer never sees it
+}
+
+TEST(VerlKeys, TheSlotEnginesKnobsAreRealKeysWithVerlsDefaults) {
+  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.rollout.enforce_eager=True",
+                                    "actor_rollout_ref.rollout.cudagraph_capture_sizes=[1,8,64]"});
+  EXPECT_TRUE(d.ok()) << format_issues(d.issues);
+  EXPECT_EQ(find(d.value, "actor_rollout_ref.rollout.enforce_eager")->get<bool>(), true);
+  EXPECT_EQ(find(d.value, "actor_rollout_ref.rollout.cudagraph_capture_sizes")->size(), 3u);
+  EXPECT_EQ(find(d.value, "actor_rollout_ref.rollout.max_num_seqs")->get<int64_t>(), 256);
+  EXPECT_EQ(find(d.value, "actor_rollout_ref.rollout.max_num_batched_tokens")->get<int64_t>(), 8192);
+  EXPECT_EQ(find(d.value, "actor_rollout_ref.rollout.free_cache_engine")->get<bool>(), true);
+  auto bad = resolve(Kind::kJob, "", {"actor_rollout_ref.rollout.max_num_seqs=0"});
+  EXPECT_NE(issue_at(bad, "actor_rollout_ref.rollout.max_num_seqs"), nullptr);
 }
 
 TEST(VerlKeys, AnUnsupportedFeatureSwitchedOnIsAnErrorThatSaysNotSupported) {

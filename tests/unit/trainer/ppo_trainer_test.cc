@@ -113,6 +113,29 @@ TEST(PpoTrainer, EveryAcceptedEstimatorAndLossModeTrains) {
       "pf_ppo");
 }
 
+// rollout.name=vllm runs the slot engine; on the CPU it samples the native loop's tokens, so the
+// whole step's metrics are the same numbers.
+TEST(PpoTrainer, TheSlotEngineTrainsAsTheNativeLoopDoesOnTheCpu) {
+  const std::vector<std::string> small = {
+      "trainer.total_training_steps=2", "trainer.sft_warmup_steps=2", "trainer.test_freq=2",
+      "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+      "critic.ppo_mini_batch_size=4", "data.val_batch_size=32", "data.builtin.val_size=32",
+      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "critic.ppo_micro_batch_size_per_gpu=8",
+      "trainer.logger=[console]", "actor_rollout_ref.rollout.max_num_seqs=5"};
+  auto run = [&](const std::string& engine) {
+    auto o = small;
+    o.push_back("actor_rollout_ref.rollout.name=" + engine);
+    PpoTrainer t(job(o, "engine_" + engine), nullptr);
+    return t.fit();
+  };
+  const auto native = run("native"), slot = run("vllm");
+  ASSERT_EQ(native.val_scores, slot.val_scores);
+  for (const char* k : {"response_length/mean", "critic/score/mean", "actor/pg_loss", "critic/vf_loss", "actor/entropy"}) {
+    ASSERT_TRUE(slot.last_metrics.count(k)) << k;
+    EXPECT_NEAR(native.last_metrics.at(k), slot.last_metrics.at(k), 1e-5) << k;
+  }
+}
+
 // The README's main job: the embedded default, single rank, CPU.
 TEST(PpoTrainer, DefaultJobLearns) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Rollout tokens/s on one GPU, verlctl against transformers in the same run (issue #14, table 1):
+# a random Qwen2-0.5B-shaped model (hidden 896, 24 layers, 14/2 heads, intermediate 4864,
+# V = 151,936, bf16), 64 prompts x n=4, prompt 128, 256 new tokens, sampling, no EOS stop.
+#   bench/gpu_vs_hf.sh BUILD_DIR OUT_DIR [HF_NEW_TOKENS]
+# HF's dynamic-cache generate is slow enough that it runs HF_NEW_TOKENS (default 256) new tokens;
+# its tokens/s is per generated token either way. One JSON line per engine, then a table.
+set -euo pipefail
+b=${1:?build dir} out=${2:?out dir} hf_new=${3:-256}
+mkdir -p "$out/qwen2-0.5b"
+cat > "$out/qwen2-0.5b/config.json" <<'JSON'
+{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_act": "silu",
+ "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+ "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
+ "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+ "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_sliding_window": false,
+ "bos_token_id": 151643, "eos_token_id": 151645, "initializer_range": 0.02}
+JSON
+cfg="$out/qwen2-0.5b/config.json"
+{
+  "$b/bench/bench_rollout" --config "$cfg" --engine slot
+  "$b/bench/bench_rollout" --config "$cfg" --engine slot --eager
+  "$b/bench/bench_rollout" --config "$cfg" --engine native --runs 2 --new-tokens 64
+  python3 "$(dirname "$0")/hf_generate.py" "$out/qwen2-0.5b" --mode dynamic --new-tokens "$hf_new"
+  timeout 300 python3 "$(dirname "$0")/hf_generate.py" "$out/qwen2-0.5b" --mode static-compile --new-tokens "$hf_new" \
+    || echo '{"engine": "hf-static-compile", "error": "timed out or crashed"}'
+} | tee "$out/rollout.jsonl"
+python3 - "$out/rollout.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+hf = next((r for r in rows if r["engine"] == "hf-dynamic" and "tokens_per_s" in r), None)
+print("| engine | tokens | median s | tokens/s | vs HF generate |")
+print("| --- | --- | --- | --- | --- |")
+for r in rows:
+    if "tokens_per_s" not in r:
+        print(f"| {r['engine']} | - | - | failed: {r.get('error')} | - |")
+        continue
+    ratio = f"{r['tokens_per_s'] / hf['tokens_per_s']:.1f}x" if hf else "-"
+    print(f"| {r['engine']} | {r['tokens']} | {r['median_s']:.3f} | {r['tokens_per_s']:.0f} | {ratio} |")
+PY

@@ -1,0 +1,177 @@
+// SlotRollout: the rollout engine for GPUs (actor_rollout_ref.rollout.name vllm or sglang, the
+// engines verl would use), built the way serving engines are:
+// - a KV cache allocated once per shape as S slots of max_model_len positions (S from
+//   rollout.max_num_seqs, the number of sequences, and rollout.gpu_memory_utilization), in the
+//   weights' dtype; each decode step writes one key/value per slot in place (no concatenation);
+// - continuous batching: every slot holds one sequence; a sequence that stops leaves its slot at
+//   the next host check and a waiting one is prefilled into it, until all
+//   data.train_batch_size * rollout.n sequences are done; identical prompts in one admission (the
+//   rollout.n samples of a prompt) are prefilled once and their keys/values copied to each slot;
+//   prefill runs in chunks of at most rollout.max_num_batched_tokens prompt tokens;
+// - the decode step (embedding, every layer, LM head, sampling, stop checks, the slot
+//   bookkeeping) touches only device tensors at fixed addresses, so on CUDA it is captured once
+//   per batch-size bucket as a CUDA graph and replayed (rollout.enforce_eager=true turns graphs
+//   off; rollout.cudagraph_capture_sizes picks the buckets, else powers of two up to S); the host
+//   looks at the slots only every few steps;
+// - when the waiting queue is empty and half a bucket has finished, the live slots are moved to
+//   the front and the next smaller bucket runs;
+// - rollout.free_cache_engine=true releases the cache (and the graphs that point into it) after
+//   each generate, so that training gets the memory back.
+// It is not paged: a slot reserves max_model_len positions whatever its sequence's length.
+//
+// Numbers: the same layers as CausalLm (trainer/model.h), in the compute dtype, with the
+// residual stream, norms, softmax and RoPE in fp32. Fewer kernels per layer than the module's
+// forward: q/k/v and gate/up are one matmul each (the module's parameters become views into the
+// fused matrices, so load_weights fills them), the norm weights are kept in fp32, q and k are
+// rotated together from a cos/sin table, and on CUDA with libtorch >= 2.5 RMSNorm and attention
+// are the fused kernels (at::rms_norm, scaled_dot_product_attention). Sampling is NativeRollout's: each sequence
+// owns max_response_length uniforms drawn from its own seed, and token i of a sequence uses
+// uniform i whatever slot, bucket or step it is computed in, so the tokens do not depend on the
+// batch composition or on max_num_seqs. On the CPU sampling runs in float64 (as NativeRollout's,
+// whose tokens it then reproduces up to the matmuls' summation order); on CUDA in float32.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "trainer/model.h"
+#include "trainer/rollout_engine.h"
+
+namespace verl::trainer {
+
+struct SlotRolloutOptions {
+  double gpu_memory_utilization = 0.5;  // share of the device's memory the engine may bring the process to
+  int64_t max_num_seqs = 256;           // slots at most
+  int64_t max_num_batched_tokens = 8192;  // prompt tokens per prefill forward (at least one prompt)
+  bool enforce_eager = false;           // no CUDA graphs
+  bool free_cache_engine = true;        // release the KV cache after each generate
+  std::vector<int64_t> cudagraph_capture_sizes;  // empty: 1, 2, 4, ... up to the slot count
+  int64_t steps_per_check = 8;          // decode steps between looks at the slots from the host
+
+  static SlotRolloutOptions from(const RolloutConfig& rollout);
+};
+
+// What the last generate did (bench/ and tests read it; the trainer logs it).
+struct SlotRolloutStats {
+  int64_t slots = 0;
+  int64_t max_model_len = 0;
+  int64_t prefill_forwards = 0;
+  int64_t prefill_tokens = 0;      // prompt tokens run through the layers (shared prompts once)
+  int64_t decode_steps = 0;        // bucket-wide decode steps
+  int64_t decode_row_steps = 0;    // sum over those steps of the bucket size
+  int64_t host_checks = 0;
+  int64_t graph_captures = 0;
+  double capture_s = 0;
+  double kv_cache_gb = 0;
+};
+
+// The inverse-CDF draw of NativeRollout (the first token whose cumulative probability reaches
+// u * total) for logits z [b, V] and uniforms u [b], in two levels: block sums of exp(z - max)
+// over blocks of 1024, their cumsum to find each row's block, then one block's cumsum. One pass
+// over [b, V] instead of softmax + cumsum + compare (on the H200 at b = 256, V = 151,936 this
+// matters: docs/BENCHMARKS.md). The same token as the flat form up to summation order.
+// Returns the token ids [b] and their log-probs [b] under softmax(z).
+std::pair<torch::Tensor, torch::Tensor> sample_inverse_cdf_blocked(const torch::Tensor& z, const torch::Tensor& u);
+
+class SlotRollout final : public RolloutEngine {
+ public:
+  // The engine's model: built for `config` on `device` with parameters in the compute dtype
+  // (weights come from load_weights).
+  SlotRollout(const ModelConfig& config, const torch::Device& device, SlotRolloutOptions options);
+  ~SlotRollout() override;
+
+  RolloutBatch generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options,
+                        const std::vector<uint64_t>& row_seeds) override;
+  void load_weights(const NamedTensors& weights) override;
+  torch::Device device() const override { return device_; }
+
+  CausalLm& model() { return model_; }
+  const SlotRolloutStats& last_stats() const { return stats_; }
+  // Drops the KV cache, the slot state and the captured graphs.
+  void release_cache();
+
+ private:
+  // A layer's parameters as the engine uses them: q/k/v and gate/up each one matrix (the
+  // module's parameters are views into it, so load_weights fills it), the norms in fp32.
+  struct Layer {
+    torch::Tensor in_norm, post_norm, q_norm, k_norm;
+    torch::Tensor qkv_w, qkv_b, o_w, o_b;
+    torch::Tensor gate_up_w, gate_up_b, down_w, down_b;
+  };
+  struct Sampler {
+    bool greedy = true;
+    double temperature = 1.0;
+    int64_t top_k = -1;
+    double top_p = 1.0;
+    bool ignore_eos = false;
+    bool operator<(const Sampler& o) const {
+      return std::tie(greedy, temperature, top_k, top_p, ignore_eos) <
+             std::tie(o.greedy, o.temperature, o.top_k, o.top_p, o.ignore_eos);
+    }
+  };
+  class Graphs;  // CUDA graphs by (bucket, sampler); empty in builds without CUDA
+
+  void ensure_cache(int64_t slots, int64_t max_len, int64_t resp_len, int64_t stop_count);
+  int64_t slots_for(int64_t sequences, int64_t max_len) const;
+  std::vector<int64_t> buckets() const;
+  int64_t bucket_for(int64_t live) const;
+
+  torch::Tensor rms(const torch::Tensor& x, const torch::Tensor& w) const;
+  torch::Tensor lin(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const;
+  std::pair<torch::Tensor, torch::Tensor> rope(const torch::Tensor& positions) const;  // cos, sin [..., D]
+  // q [.., h, d] and k [.., kvh, d] from one qkv row block, normed (Qwen3) and rotated, fp32.
+  std::pair<torch::Tensor, torch::Tensor> rotated_qk(const Layer& l, const torch::Tensor& qkv,
+                                                     const torch::Tensor& cos, const torch::Tensor& sin) const;
+  torch::Tensor mlp(const Layer& l, const torch::Tensor& x) const;
+  // Next token and its log-prob under the sampled distribution, for logits [b, V] and uniforms [b].
+  std::pair<torch::Tensor, torch::Tensor> sample(const torch::Tensor& logits, const torch::Tensor& u,
+                                                 const Sampler& s) const;
+  // One decode step over slots [0, b): reads and advances the slot state in place.
+  void decode_step(int64_t b, const Sampler& s);
+  // decode_step through the bucket's CUDA graph (captured on first use), or eagerly.
+  void run_step(int64_t b, const Sampler& s);
+  // Prefills `seqs` into `slots` (same length) and samples each one's first token.
+  void admit(const std::vector<int64_t>& slots, const std::vector<int64_t>& seqs,
+             const std::vector<std::vector<int64_t>>& prompts, const Sampler& s);
+  void prefill_chunk(const std::vector<std::vector<int64_t>>& unique_prompts,
+                     const std::vector<int64_t>& slot_unique, const std::vector<int64_t>& slots,
+                     const std::vector<int64_t>& seqs, const Sampler& s);
+  // Copies finished slots' responses into the per-sequence outputs.
+  void harvest(const std::vector<int64_t>& slots, const std::vector<int64_t>& seqs);
+  // Moves the slots `live` (ascending) to [0, live.size()).
+  void compact(const std::vector<int64_t>& live);
+
+  ModelConfig config_;
+  torch::Device device_;
+  SlotRolloutOptions options_;
+  torch::Dtype dt_;             // compute dtype = parameter and cache dtype
+  torch::Dtype sample_dtype_;   // float64 on the CPU, float32 on CUDA
+  CausalLm model_{nullptr};
+  std::vector<Layer> layers_;
+  std::map<std::string, torch::Tensor> fp32_norms_;  // by parameter name
+  torch::Tensor embed_, final_norm_, lm_w_, inv_freq_;
+
+  // The cache and the slot state: fixed addresses while a graph may point at them.
+  int64_t slots_ = 0, max_len_ = 0, resp_len_ = 0, stop_count_ = -1;
+  std::vector<torch::Tensor> kc_, vc_;  // per layer [S, kvh, L, d]
+  torch::Tensor tok_, len_, rpos_, active_;  // [S]: input token, its position, tokens generated, live
+  torch::Tensor unif_;                       // [S, R] the slot's sequence's uniforms
+  torch::Tensor resp_, logp_;                // [S, R+1]; column R takes the writes of finished slots
+  torch::Tensor positions_;                  // [L] 0..L-1
+  torch::Tensor rope_cos_, rope_sin_;        // [L, d] fp32 at positions 0..L-1
+  torch::Tensor stops_;                      // [n] stop ids
+  // Per generate call.
+  torch::Tensor all_unif_, out_resp_, out_len_, out_logp_;
+  bool want_log_probs_ = false;
+  std::unique_ptr<Graphs> graphs_;
+  SlotRolloutStats stats_;
+};
+
+}  // namespace verl::trainer
