@@ -18,11 +18,11 @@ cat > "$out/qwen2-0.5b/config.json" <<'JSON'
 JSON
 cfg="$out/qwen2-0.5b/config.json"
 {
-  "$b/bench/bench_rollout" --config "$cfg" --engine slot
+  "$b/bench/bench_rollout" --config "$cfg" --engine slot --breakdown
   "$b/bench/bench_rollout" --config "$cfg" --engine slot --eager
   "$b/bench/bench_rollout" --config "$cfg" --engine native --runs 2 --new-tokens 64
   python3 "$(dirname "$0")/hf_generate.py" "$out/qwen2-0.5b" --mode dynamic --new-tokens "$hf_new"
-  timeout 300 python3 "$(dirname "$0")/hf_generate.py" "$out/qwen2-0.5b" --mode static-compile --new-tokens "$hf_new" \
+  [ "${HF_STATIC:-1}" = 0 ] || timeout 300 python3 "$(dirname "$0")/hf_generate.py" "$out/qwen2-0.5b" --mode static-compile --new-tokens "$hf_new" \
     || echo '{"engine": "hf-static-compile", "error": "timed out or crashed"}'
 } | tee "$out/rollout.jsonl"
 python3 - "$out/rollout.jsonl" <<'PY'
