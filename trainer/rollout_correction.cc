@@ -1,5 +1,6 @@
 #include "trainer/rollout_correction.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
