@@ -61,6 +61,22 @@ void check_data_files(config::Document& doc) {
   }
 }
 
+// Which normalisation the actor's losses get: it changes the gradient's scale, and verl chooses
+// it through a key whose name does not say so (trainer.use_legacy_worker_impl).
+std::string loss_normalisation_note(const config::Json& job) {
+  const config::Json* impl = config::find(job, "trainer.use_legacy_worker_impl");
+  const config::Json* factor = config::find(job, "actor_rollout_ref.actor.loss_scale_factor");
+  const bool global = impl && impl->is_string() && impl->get<std::string>() == "disable";
+  std::string out = global ? "# loss normalisation: global batch (trainer.use_legacy_worker_impl=disable, verl's engine "
+                             "workers): each mini-batch's token / sequence counts summed over every rank and micro-batch\n"
+                           : "# loss normalisation: per micro-batch (trainer.use_legacy_worker_impl=" +
+                                 (impl && impl->is_string() ? impl->get<std::string>() : std::string("auto")) +
+                                 ", verl's dp_actor), scaled by the micro-batch's share of its mini-batch\n";
+  if (factor && factor->is_number())
+    out += "# seq-mean-token-sum-norm divides by actor.loss_scale_factor = " + factor->dump() + "\n";
+  return out;
+}
+
 void add_common(CLI::App* cmd, ConfigArgs& a) {
   add_job_file_options(cmd, a.job);
   cmd->add_option("--kind", a.kind, "What the file is: job (job config) or cluster (cluster spec)")
@@ -95,6 +111,7 @@ void register_config(CLI::App& app, Context& ctx) {
                  << "  (verl: " << (verl_default ? verl_default->dump() : "-") << ")\n";
       }
     }
+    if (kind_of(*args) == config::Kind::kJob) *ctx.out << loss_normalisation_note(doc.value);
     *ctx.out << config::to_yaml(doc.value);
   });
 

@@ -30,6 +30,9 @@ Rule choice(const std::string& path, std::vector<std::string> c) { Rule r; r.pat
 Rule nullable(const std::string& path, Type t, std::optional<double> lo = std::nullopt) {
   Rule r; r.path = path; r.type = t; r.nullable = true; r.min = lo; return r;
 }
+Rule nullable_choice(const std::string& path, std::vector<std::string> c) {
+  Rule r = choice(path, std::move(c)); r.type = Type::kString; r.nullable = true; return r;
+}
 Rule typed(const std::string& path, Type t, double lo) { Rule r; r.path = path; r.type = t; r.min = lo; return r; }
 Rule list_of(const std::string& path, Type element) { Rule r; r.path = path; r.type = Type::kList; r.element = element; return r; }
 // One name or a list of names, each one of choices.
@@ -44,6 +47,9 @@ const char* const kNoSumPiSquared =
 const char* const kStraightThrough =
     "verl itself raises NotImplementedError for the straight-through '+' forms (its kl_penalty_forward "
     "knows no name ending in '+')";
+const char* const kBypass =
+    "bypass mode trains against the rollout engine's log-probs in place of recomputed old log-probs; verlctl "
+    "always recomputes them (verl's decoupled mode: algorithm.rollout_correction.rollout_is / rollout_rs work)";
 Rule refusing(Rule r, std::map<std::string, std::string> refused) { r.refused = std::move(refused); return r; }
 
 const std::vector<std::string> kLossAgg = {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
@@ -92,8 +98,7 @@ std::vector<Rule> job_rules() {
                 {"kl+", kStraightThrough}, {"mse+", kStraightThrough}, {"low_var_kl+", kStraightThrough}}),
       refusing(choice("actor_rollout_ref.actor.policy_loss.loss_mode",
                       {"vanilla", "gspo", "sapo", "gpg", "clip_cov", "kl_cov", "geo_mean", "cispo"}),
-               {{"bypass_mode", "it trains against the rollout engine's log-probs with "
-                                "algorithm.rollout_correction, which verlctl does not implement"}}),
+               {{"bypass_mode", kBypass}}),
       range("actor_rollout_ref.actor.policy_loss.clip_cov_ratio", 0, 1),
       range("actor_rollout_ref.actor.policy_loss.kl_cov_ratio", 0, 1),
       at_least("actor_rollout_ref.actor.policy_loss.ppo_kl_coef", 0),
@@ -154,6 +159,11 @@ std::vector<Rule> job_rules() {
                {{"k1+", kStraightThrough}, {"k2+", kStraightThrough}, {"k3+", kStraightThrough},
                 {"kl+", kStraightThrough}, {"mse+", kStraightThrough}, {"low_var_kl+", kStraightThrough}}),
       choice("algorithm.kl_ctrl.type", {"fixed", "adaptive"}),
+      nullable_choice("algorithm.rollout_correction.rollout_is", {"token", "sequence"}),
+      nullable("algorithm.rollout_correction.rollout_rs", Type::kString),
+      nullable("algorithm.rollout_correction.rollout_rs_threshold", Type::kString),
+      nullable("actor_rollout_ref.actor.loss_scale_factor", Type::kFloat),
+      choice("trainer.use_legacy_worker_impl", {"auto", "enable", "disable"}),
       choice("algorithm.pf_ppo.reweight_method", {"pow", "max_min", "max_random"}),
       at_least("algorithm.kl_ctrl.kl_coef", 0),
       positive("algorithm.kl_ctrl.horizon"),
@@ -366,6 +376,35 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
                       "has no effect with algorithm.adv_estimator=" + estimator->get<std::string>() +
                           ": PF-PPO resamples only with gae (as in verl)",
                       "set algorithm.adv_estimator=gae, or use_pf_ppo=false to silence this", loc("algorithm.use_pf_ppo")});
+  // Checked here, not when the first step runs: the loss modes' and the rollout correction's own bounds.
+  auto number = [&](const char* path) {
+    const Json* v = find(root, path);
+    return v && v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
+  };
+  const Json* loss_mode = find(root, "actor_rollout_ref.actor.policy_loss.loss_mode");
+  const std::string lm = loss_mode && loss_mode->is_string() ? loss_mode->get<std::string>() : "";
+  if (lm == "clip_cov" && number("actor_rollout_ref.actor.policy_loss.clip_cov_ratio").value_or(1) <= 0)
+    fail("actor_rollout_ref.actor.policy_loss.clip_cov_ratio", "must be > 0 with loss_mode=clip_cov (verl asserts it)",
+         "verl's default is 0.0002");
+  if (lm == "kl_cov" && number("actor_rollout_ref.actor.policy_loss.kl_cov_ratio").value_or(1) <= 0)
+    fail("actor_rollout_ref.actor.policy_loss.kl_cov_ratio", "must be > 0 with loss_mode=kl_cov (verl asserts it)",
+         "verl's default is 0.0002");
+  if (lm == "clip_cov" && number("actor_rollout_ref.actor.policy_loss.clip_cov_lb").value_or(0) >=
+                             number("actor_rollout_ref.actor.policy_loss.clip_cov_ub").value_or(1))
+    fail("actor_rollout_ref.actor.policy_loss.clip_cov_lb",
+         "clip_cov_lb must be below clip_cov_ub: no token's covariance could lie in the window",
+         "verl's defaults are 1.0 and 5.0");
+  if (number("actor_rollout_ref.actor.loss_scale_factor").value_or(1) <= 0)
+    fail("actor_rollout_ref.actor.loss_scale_factor", "must be > 0 or null", "null divides by the response width");
+  const Json* is = find(root, "algorithm.rollout_correction.rollout_is");
+  if (is && is->is_string() && number("algorithm.rollout_correction.rollout_is_threshold").value_or(1) <= 0)
+    fail("algorithm.rollout_correction.rollout_is_threshold", "must be > 0 (the IS weights' upper truncation)",
+         "verl's default is 2.0");
+  const Json* rs = find(root, "algorithm.rollout_correction.rollout_rs");
+  const Json* rs_threshold = find(root, "algorithm.rollout_correction.rollout_rs_threshold");
+  if (rs && rs->is_string() && (!rs_threshold || rs_threshold->is_null()))
+    fail("algorithm.rollout_correction.rollout_rs_threshold", "must be set when rollout_rs is (verl has no default)",
+         "e.g. rollout_rs=token_k1 rollout_rs_threshold=0.5_2.0, or seq_mean_k3 with 0.01");
   const Json* mode = find(root, "trainer.resume_mode");
   const Json* rpath = find(root, "trainer.resume_from_path");
   if (mode && *mode == "resume_path" && (!rpath || rpath->is_null()))

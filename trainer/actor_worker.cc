@@ -1,9 +1,12 @@
 #include "trainer/actor_worker.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <chrono>
 
 #include "trainer/core_algos.h"
 #include "trainer/minibatch_update.h"
+#include "trainer/rollout_correction.h"
 
 namespace verl::trainer {
 namespace {
@@ -16,6 +19,25 @@ double peak_flops(const torch::Device& device, torch::Dtype dtype) {
 }
 
 }  // namespace
+
+algos::PolicyLossParams policy_loss_params(const JobConfig& config) {
+  const auto& ac = config.actor;
+  algos::PolicyLossParams p;
+  p.loss_mode = algos::parse_policy_loss_mode(ac.loss_mode);
+  p.agg = algos::parse_loss_agg_mode(ac.loss_agg_mode);
+  p.clip_ratio_low = ac.clip_ratio_low;
+  p.clip_ratio_high = ac.clip_ratio_high;
+  p.clip_ratio_c = ac.clip_ratio_c;
+  p.tau_pos = ac.tau_pos;
+  p.tau_neg = ac.tau_neg;
+  p.clip_cov_ratio = ac.clip_cov_ratio;
+  p.clip_cov_lb = ac.clip_cov_lb;
+  p.clip_cov_ub = ac.clip_cov_ub;
+  p.kl_cov_ratio = ac.kl_cov_ratio;
+  p.ppo_kl_coef = ac.ppo_kl_coef;
+  p.loss_scale_factor = ac.loss_scale_factor.value_or(0.0);
+  return p;
+}
 
 ActorWorker::ActorWorker(const JobConfig& config, CausalLm policy, const torch::Device& device,
                          ParallelStrategy& strategy)
@@ -52,27 +74,23 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
   MetricMap m;
   const auto start = std::chrono::steady_clock::now();
   const auto& ac = config_.actor;
-  const auto mode = algos::parse_loss_agg_mode(ac.loss_agg_mode);
   const auto kl_type = algos::parse_kl_penalty(ac.kl_loss_type);
-  algos::PolicyLossParams loss_params;
-  loss_params.loss_mode = algos::parse_policy_loss_mode(ac.loss_mode);
-  loss_params.agg = mode;
-  loss_params.clip_ratio_low = ac.clip_ratio_low;
-  loss_params.clip_ratio_high = ac.clip_ratio_high;
-  loss_params.clip_ratio_c = ac.clip_ratio_c;
-  loss_params.tau_pos = ac.tau_pos;
-  loss_params.tau_neg = ac.tau_neg;
-  loss_params.clip_cov_ratio = ac.clip_cov_ratio;
-  loss_params.clip_cov_lb = ac.clip_cov_lb;
-  loss_params.clip_cov_ub = ac.clip_cov_ub;
-  loss_params.kl_cov_ratio = ac.kl_cov_ratio;
-  loss_params.ppo_kl_coef = ac.ppo_kl_coef;
+  auto loss_params = policy_loss_params(config_);
+  const auto mode = loss_params.agg;
+  const bool global = config_.trainer.global_batch_loss();
+  // clip_cov's random choice of tokens: seeded by the run, the step and the rank, never torch's
+  // global generator (docs/ARCHITECTURE.md, Determinism).
+  loss_params.generator = at::detail::createCPUGenerator(static_cast<uint64_t>(config_.trainer.seed) * 6364136223846793005ULL +
+                                                         static_cast<uint64_t>(step) * 1442695040888963407ULL +
+                                                         static_cast<uint64_t>(strategy_.dp_rank()));
   const double temp = temperature();
   TensorMap all = {{"input_ids", batch.input_ids},       {"attention_mask", batch.attention_mask},
                    {"position_ids", batch.position_ids}, {"responses", batch.responses},
                    {"response_mask", batch.response_mask}, {"old_log_prob", in.old_log_prob},
                    {"advantages", in.advantages}};
   if (ac.use_kl_loss) all["ref_log_prob"] = in.ref_log_prob.to(device_);
+  if (in.rollout_log_prob.defined()) all["rollout_log_prob"] = in.rollout_log_prob.to(device_);
+  if (in.rollout_is_weights.defined()) all["rollout_is_weights"] = in.rollout_is_weights.to(device_);
   module_->train();
   const double lr = warmup_lr(ac.optim, updates_, total_steps);
   set_lr(*optim_, lr);
@@ -91,6 +109,7 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
   plan.shuffle_seed = static_cast<uint64_t>(config_.trainer.seed) * 7919ULL + static_cast<uint64_t>(step) * 131ULL;
   plan.grad_clip = ac.grad_clip;
   plan.who = "actor";
+  plan.global_counts = global;
   MeanAccumulator acc;
   const int64_t width = batch.response_width();
   const auto seq_layout = layout();
@@ -103,29 +122,49 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
                                       seq_layout);
         if (temp != 1.0) logits = logits / temp;
         auto log_prob = log_probs_from_logits(logits, d.at("responses"));
-        auto pl = algos::compute_policy_loss(d.at("old_log_prob"), log_prob, d.at("advantages"), mask, loss_params);
+        auto params = loss_params;
+        if (global) {
+          params.global.dp_size = strategy_.dp_size();
+          params.global.batch_num_tokens = mb.global_tokens;
+          params.global.global_batch_size = mb.global_rows;
+        }
+        auto agg = [&](const torch::Tensor& loss_mat) {
+          return algos::agg_loss(loss_mat, mask, mode, params.global, params.loss_scale_factor);
+        };
+        const auto is_weights = d.count("rollout_is_weights") ? d.at("rollout_is_weights") : torch::Tensor();
+        auto pl = algos::compute_policy_loss(d.at("old_log_prob"), log_prob, d.at("advantages"), mask, params,
+                                             is_weights);
+        // verl's actor logs the current policy against the rollout's, per micro-batch.
+        if (d.count("rollout_log_prob")) {
+          for (const auto& [k, v] : algos::rollout_corr_metrics_from_logprobs(log_prob, d.at("rollout_log_prob"), mask))
+            acc.add(k, v);
+        }
         auto loss = pl.pg_loss;
         torch::Tensor entropy;
         if (ac.entropy_coeff != 0.0) {
-          entropy = algos::agg_loss(entropy_from_logits_chunked(logits), mask, mode);
+          entropy = agg(entropy_from_logits_chunked(logits));
           loss = loss - ac.entropy_coeff * entropy;
         } else {
           torch::NoGradGuard no_grad;
-          entropy = algos::agg_loss(entropy_from_logits_chunked(logits.detach()), mask, mode);
+          entropy = agg(entropy_from_logits_chunked(logits.detach()));
         }
+        // In global mode a micro-batch's loss is its share of the mini-batch's (summed, not
+        // averaged, by the accumulation); its metric is scaled back to the mini-batch's figure.
+        const double metric_scale = global ? static_cast<double>(mb.micro_batches) : 1.0;
         if (ac.use_kl_loss) {
-          auto kl = algos::kl_loss(log_prob, d.at("ref_log_prob"), mask, kl_type, mode);
+          auto kl = agg(algos::kl_penalty(log_prob, d.at("ref_log_prob"), kl_type));
           loss = loss + ac.kl_loss_coef * kl;
-          acc.add("actor/kl_loss", item(kl));
+          acc.add("actor/kl_loss", item(kl) * metric_scale);
           acc.add("actor/kl_coef", ac.kl_loss_coef);
         }
-        acc.add("actor/pg_loss", item(pl.pg_loss));
+        acc.add("actor/pg_loss", item(pl.pg_loss) * metric_scale);
         // A loss mode that does not compute a metric leaves it out, as verl's do.
         if (pl.pg_clipfrac.defined()) acc.add("actor/pg_clipfrac", item(pl.pg_clipfrac));
         if (pl.ppo_kl.defined()) acc.add("actor/ppo_kl", item(pl.ppo_kl));
         if (pl.pg_clipfrac_lower.defined()) acc.add("actor/pg_clipfrac_lower", item(pl.pg_clipfrac_lower));
-        acc.add("actor/entropy", item(entropy));
-        return loss * loss_scale(mb, mode);
+        acc.add("actor/entropy", item(entropy) * metric_scale);
+        // Global mode: agg_loss already divided by the mini-batch's global counts.
+        return global ? loss : loss * loss_scale(mb, mode);
       });
   acc.into(m);
   m["actor/skipped_updates"] = static_cast<double>(stats.skipped);

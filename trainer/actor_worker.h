@@ -12,6 +12,7 @@
 
 #include "trainer/batch.h"
 #include "trainer/checkpoint.h"
+#include "trainer/core_algos.h"
 #include "trainer/job_config.h"
 #include "trainer/log_probs.h"
 #include "trainer/metrics.h"
@@ -25,8 +26,15 @@ namespace verl::trainer {
 struct PolicyUpdateInputs {
   torch::Tensor old_log_prob;
   torch::Tensor advantages;
-  torch::Tensor ref_log_prob;  // only with actor.use_kl_loss
+  torch::Tensor ref_log_prob;        // only with actor.use_kl_loss
+  torch::Tensor rollout_log_prob;    // the rollout engine's, with algorithm.rollout_correction on
+  torch::Tensor rollout_is_weights;  // with rollout_correction.rollout_is (rollout_correction.h)
 };
+
+// Everything the policy losses read from the job config, in one place (core_algos.h
+// PolicyLossParams): loss mode and its keys, clip ratios, loss_agg_mode, loss_scale_factor.
+// The per-micro-batch parts (global counts, generator) are the update's to fill.
+algos::PolicyLossParams policy_loss_params(const JobConfig& config);
 
 class ActorWorker {
  public:

@@ -25,9 +25,9 @@ struct RolloutBatch {
   std::vector<int64_t> prompt_lengths;    // real prompt tokens per row
   std::vector<int64_t> response_lengths;  // generated tokens per row (EOS included)
   std::vector<bool> finished;             // ended with a stop token (not clipped)
-  // [B, R] float32, 0 past each response: the rollout engine's log-prob of each sampled token
-  // under the distribution it sampled from (verl's rollout_log_probs); defined only when
-  // GenerateOptions::log_probs asked for it.
+  // [B, R] float32: the engine's log-prob of each sampled token, from the distribution it sampled
+  // from (vLLM's processed_logprobs, verl's rollout_log_probs): log_softmax of the logits after
+  // temperature, top-k and top-p; 0 on padding. Undefined when the engine does not report them.
   torch::Tensor rollout_log_probs;
 
   int64_t batch_size() const { return responses.size(0); }

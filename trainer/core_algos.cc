@@ -135,8 +135,8 @@ PolicyLossMode parse_policy_loss_mode(const std::string& name) {
   if (name == "bypass_mode") {
     throw Error{ExitCode::kInvalidConfig,
                 "actor_rollout_ref.actor.policy_loss.loss_mode 'bypass_mode' is not supported: it "
-                "trains against the rollout engine's log-probs with algorithm.rollout_correction, "
-                "which verlctl does not implement",
+                "trains against the rollout engine's log-probs in place of recomputed old log-probs; "
+                "verlctl always recomputes them (algorithm.rollout_correction.rollout_is / rollout_rs work)",
                 "use one of: " + choices};
   }
   throw invalid("actor_rollout_ref.actor.policy_loss.loss_mode", name, choices);
@@ -490,38 +490,6 @@ torch::Tensor agg_loss(const torch::Tensor& loss_mat, const torch::Tensor& loss_
   throw Error{ExitCode::kFailure, "agg_loss: unknown mode"};
 }
 
-PolicyLoss compute_policy_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
-                               const torch::Tensor& advantages,
-                               const torch::Tensor& response_mask, double clip_ratio_low,
-                               double clip_ratio_high, double clip_ratio_c, LossAggMode mode) {
-  if (!(clip_ratio_c > 1.0)) {
-    throw Error{ExitCode::kInvalidConfig,
-                "actor_rollout_ref.actor.clip_ratio_c must be greater than 1.0 for dual-clip PPO, "
-                "got " + std::to_string(clip_ratio_c),
-                "the default is 3.0"};
-  }
-  auto mask = as_float_mask(response_mask, log_prob);
-  auto negative_approx_kl =
-      torch::clamp(log_prob - old_log_prob, -kLogRatioClamp, kLogRatioClamp);
-  auto ratio = torch::exp(negative_approx_kl);
-  auto ppo_kl = masked_mean(-negative_approx_kl, mask);
-
-  auto pg_losses1 = -advantages * ratio;
-  auto pg_losses2 = -advantages * torch::clamp(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high);
-  auto clip_pg_losses1 = torch::maximum(pg_losses1, pg_losses2);
-  auto pg_clipfrac = masked_mean(torch::gt(pg_losses2, pg_losses1).to(log_prob.dtype()), mask);
-
-  auto pg_losses3 = -advantages * clip_ratio_c;
-  auto clip_pg_losses2 = torch::minimum(pg_losses3, clip_pg_losses1);
-  auto negative = advantages < 0;
-  auto pg_clipfrac_lower = masked_mean(
-      (torch::gt(clip_pg_losses1, pg_losses3) & negative).to(log_prob.dtype()), mask);
-
-  auto pg_losses = torch::where(negative, clip_pg_losses2, clip_pg_losses1);
-  auto pg_loss = agg_loss(pg_losses, mask, mode);
-  return {pg_loss, pg_clipfrac.detach(), ppo_kl.detach(), pg_clipfrac_lower.detach()};
-}
-
 torch::Tensor agg_loss(const torch::Tensor& loss_mat, const torch::Tensor& loss_mask,
                        LossAggMode mode, const GlobalBatchInfo& global, double loss_scale_factor) {
   auto m = as_float_mask(loss_mask, loss_mat);
@@ -550,12 +518,56 @@ namespace {
 constexpr double kGspoLogRatioMax = 10.0;
 // geo_mean's guard on the per-sequence token count.
 constexpr double kGeoMeanEps = 1e-8;
+constexpr double kGeoMeanIsEps = 1e-10;
 
 torch::Tensor float_of(const torch::Tensor& b, const torch::Tensor& like) { return b.to(like.scalar_type()); }
 
+// verl's loss functions pass **config.global_batch_info to agg_loss: empty in its dp_actor
+// (per micro-batch), filled by its engine workers (global batch).
+torch::Tensor aggregate(const torch::Tensor& loss_mat, const torch::Tensor& mask, LossAggMode mode,
+                        const PolicyLossParams& p) {
+  return agg_loss(loss_mat, mask, mode, p.global, p.loss_scale_factor);
+}
+
+// The rollout-correction weights multiply the per-token loss before aggregation (all modes but
+// geo_mean, which takes their geometric mean per sequence).
+torch::Tensor weighted(const torch::Tensor& pg_losses, const torch::Tensor& is_weights) {
+  return is_weights.defined() ? pg_losses * is_weights : pg_losses;
+}
+
+PolicyLoss vanilla_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
+                        const torch::Tensor& advantages, const torch::Tensor& mask, const PolicyLossParams& p,
+                        const torch::Tensor& is_weights) {
+  if (!(p.clip_ratio_c > 1.0)) {
+    throw Error{ExitCode::kInvalidConfig,
+                "actor_rollout_ref.actor.clip_ratio_c must be greater than 1.0 for dual-clip PPO, "
+                "got " + std::to_string(p.clip_ratio_c),
+                "the default is 3.0"};
+  }
+  auto negative_approx_kl =
+      torch::clamp(log_prob - old_log_prob, -kLogRatioClamp, kLogRatioClamp);
+  auto ratio = torch::exp(negative_approx_kl);
+  auto ppo_kl = masked_mean(-negative_approx_kl, mask);
+
+  auto pg_losses1 = -advantages * ratio;
+  auto pg_losses2 = -advantages * torch::clamp(ratio, 1 - p.clip_ratio_low, 1 + p.clip_ratio_high);
+  auto clip_pg_losses1 = torch::maximum(pg_losses1, pg_losses2);
+  auto pg_clipfrac = masked_mean(torch::gt(pg_losses2, pg_losses1).to(log_prob.dtype()), mask);
+
+  auto pg_losses3 = -advantages * p.clip_ratio_c;
+  auto clip_pg_losses2 = torch::minimum(pg_losses3, clip_pg_losses1);
+  auto negative = advantages < 0;
+  auto pg_clipfrac_lower = masked_mean(
+      (torch::gt(clip_pg_losses1, pg_losses3) & negative).to(log_prob.dtype()), mask);
+
+  auto pg_losses = weighted(torch::where(negative, clip_pg_losses2, clip_pg_losses1), is_weights);
+  auto pg_loss = aggregate(pg_losses, mask, p.agg, p);
+  return {pg_loss, pg_clipfrac.detach(), ppo_kl.detach(), pg_clipfrac_lower.detach()};
+}
+
 PolicyLoss gspo_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
                      const torch::Tensor& advantages, const torch::Tensor& mask,
-                     const PolicyLossParams& p) {
+                     const PolicyLossParams& p, const torch::Tensor& is_weights) {
   auto negative_approx_kl = log_prob - old_log_prob;
   auto seq_lengths = mask.sum(-1).clamp_min(1);
   auto negative_approx_kl_seq = (negative_approx_kl * mask).sum(-1) / seq_lengths;
@@ -567,7 +579,7 @@ PolicyLoss gspo_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log
   auto pg_losses2 = -advantages * torch::clamp(ratio, 1 - p.clip_ratio_low, 1 + p.clip_ratio_high);
   auto pg_losses = torch::maximum(pg_losses1, pg_losses2);
   PolicyLoss out;
-  out.pg_loss = agg_loss(pg_losses, mask, LossAggMode::kSeqMeanTokenMean);
+  out.pg_loss = aggregate(weighted(pg_losses, is_weights), mask, LossAggMode::kSeqMeanTokenMean, p);
   out.pg_clipfrac = masked_mean(float_of(torch::gt(pg_losses2, pg_losses1), log_prob), mask).detach();
   out.ppo_kl = masked_mean(-negative_approx_kl, mask).detach();
   out.pg_clipfrac_lower = torch::zeros({}, log_prob.options()).detach();
@@ -576,14 +588,14 @@ PolicyLoss gspo_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log
 
 PolicyLoss sapo_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
                      const torch::Tensor& advantages, const torch::Tensor& mask,
-                     const PolicyLossParams& p) {
+                     const PolicyLossParams& p, const torch::Tensor& is_weights) {
   auto negative_approx_kl = torch::clamp(log_prob - old_log_prob, -kLogRatioClamp, kLogRatioClamp);
   auto ratio = torch::exp(negative_approx_kl);
   auto taus = torch::where(advantages > 0, torch::full_like(advantages, p.tau_pos),
                            torch::full_like(advantages, p.tau_neg));
   auto gates = torch::sigmoid(taus * (ratio - 1.0)) * (4.0 / taus);
   PolicyLoss out;
-  out.pg_loss = agg_loss(-gates * advantages, mask, LossAggMode::kSeqMeanTokenMean);
+  out.pg_loss = aggregate(weighted(-gates * advantages, is_weights), mask, LossAggMode::kSeqMeanTokenMean, p);
   out.pg_clipfrac = torch::zeros({}, log_prob.options());
   out.ppo_kl = masked_mean(-negative_approx_kl, mask).detach();
   out.pg_clipfrac_lower = torch::zeros({}, log_prob.options());
@@ -592,12 +604,7 @@ PolicyLoss sapo_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log
 
 PolicyLoss clip_cov_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
                          const torch::Tensor& advantages, const torch::Tensor& mask,
-                         const PolicyLossParams& p) {
-  if (!(p.clip_cov_ratio > 0)) {
-    throw Error{ExitCode::kInvalidConfig,
-                "actor_rollout_ref.actor.policy_loss.clip_cov_ratio must be > 0 for loss_mode=clip_cov",
-                "verl's default is 0.0002"};
-  }
+                         const PolicyLossParams& p, const torch::Tensor& is_weights) {
   auto negative_approx_kl = log_prob - old_log_prob;  // verl does not clamp here
   auto ratio = torch::exp(negative_approx_kl);
   auto ppo_kl = masked_mean(-negative_approx_kl, mask);
@@ -617,12 +624,17 @@ PolicyLoss clip_cov_loss(const torch::Tensor& old_log_prob, const torch::Tensor&
   auto idx = torch::nonzero(candidates);  // [K, 2]
   auto corr = torch::ones_like(advantages);
   if (idx.size(0) > 0) {
-    // verl draws clip_num of the candidates with torch.randperm (the global generator).
-    if (idx.size(0) > clip_num) idx = idx.index_select(0, torch::randperm(idx.size(0), torch::kInt64).slice(0, 0, clip_num));
+    // verl draws clip_num of the candidates with torch.randperm from torch's global generator;
+    // here from the caller's seeded one (docs/ARCHITECTURE.md, Determinism), so a run repeats.
+    if (idx.size(0) > clip_num) {
+      auto perm = p.generator ? torch::randperm(idx.size(0), *p.generator, torch::kInt64)
+                              : torch::randperm(idx.size(0), torch::kInt64);
+      idx = idx.index_select(0, perm.slice(0, 0, clip_num).to(idx.device()));
+    }
     corr.view({-1}).index_fill_(0, idx.select(1, 0) * corr.size(1) + idx.select(1, 1), 0);
   }
   PolicyLoss out;
-  out.pg_loss = agg_loss(torch::maximum(pg_losses1, pg_losses2) * corr, mask, p.agg);
+  out.pg_loss = aggregate(weighted(torch::maximum(pg_losses1, pg_losses2) * corr, is_weights), mask, p.agg, p);
   out.pg_clipfrac = masked_mean(float_of(corr == 0, log_prob), mask).detach();
   out.ppo_kl = ppo_kl.detach();
   return out;
@@ -630,12 +642,7 @@ PolicyLoss clip_cov_loss(const torch::Tensor& old_log_prob, const torch::Tensor&
 
 PolicyLoss kl_cov_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
                        const torch::Tensor& advantages, const torch::Tensor& mask,
-                       const PolicyLossParams& p) {
-  if (!(p.kl_cov_ratio > 0)) {
-    throw Error{ExitCode::kInvalidConfig,
-                "actor_rollout_ref.actor.policy_loss.kl_cov_ratio must be > 0 for loss_mode=kl_cov",
-                "verl's default is 0.0002"};
-  }
+                       const PolicyLossParams& p, const torch::Tensor& is_weights) {
   auto negative_approx_kl = log_prob - old_log_prob;
   auto abs_kl = negative_approx_kl.abs();
   auto ratio = torch::exp(negative_approx_kl);
@@ -657,14 +664,14 @@ PolicyLoss kl_cov_loss(const torch::Tensor& old_log_prob, const torch::Tensor& l
     }
   }
   PolicyLoss out;
-  out.pg_loss = agg_loss(torch::where(selected, pg_losses_kl, pg_losses1), mask, p.agg);
+  out.pg_loss = aggregate(weighted(torch::where(selected, pg_losses_kl, pg_losses1), is_weights), mask, p.agg, p);
   out.ppo_kl = masked_mean(abs_kl, mask).detach();
   return out;
 }
 
 PolicyLoss geo_mean_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
                          const torch::Tensor& advantages, const torch::Tensor& mask,
-                         const PolicyLossParams& p) {
+                         const PolicyLossParams& p, const torch::Tensor& is_weights) {
   auto negative_approx_kl = log_prob - old_log_prob;  // unclamped, as verl
   auto ppo_kl = masked_mean(-negative_approx_kl, mask);
   auto sgn = torch::sign(advantages);
@@ -674,8 +681,13 @@ PolicyLoss geo_mean_loss(const torch::Tensor& old_log_prob, const torch::Tensor&
   auto ratio = torch::exp((kl_min * mask).sum(-1) / (mask_sum + kGeoMeanEps));
   // Sequence-level advantage: the token mean (GMPO assumes one advantage per sequence).
   auto advantage = (advantages * mask).sum(-1) / (mask_sum + kGeoMeanEps);
+  auto pg_losses = -advantage * ratio;
+  if (is_weights.defined()) {
+    // The token weights' geometric mean per sequence (verl: log(w + 1e-10), mean over the mask).
+    pg_losses = pg_losses * torch::exp((torch::log(is_weights + kGeoMeanIsEps) * mask).sum(-1) / (mask_sum + kGeoMeanEps));
+  }
   PolicyLoss out;
-  out.pg_loss = (-advantage * ratio).mean();
+  out.pg_loss = pg_losses.mean();
   auto clipped = torch::ne(negative_approx_kl, clamped);
   out.pg_clipfrac = masked_mean(float_of(clipped & (advantages > 0), log_prob), mask).detach();
   out.ppo_kl = ppo_kl.detach();
@@ -685,14 +697,14 @@ PolicyLoss geo_mean_loss(const torch::Tensor& old_log_prob, const torch::Tensor&
 
 PolicyLoss cispo_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
                       const torch::Tensor& advantages, const torch::Tensor& mask,
-                      const PolicyLossParams& p) {
+                      const PolicyLossParams& p, const torch::Tensor& is_weights) {
   auto negative_approx_kl = torch::clamp(log_prob - old_log_prob, -kLogRatioClamp, kLogRatioClamp);
   auto ratio = torch::exp(negative_approx_kl);
   auto clipped_ratio = torch::clamp(ratio, 1 - p.clip_ratio_low, 1 + p.clip_ratio_high);
   // The gradient flows through log_prob only: the clipped ratio is a constant weight.
   auto pg_losses = -clipped_ratio.detach() * advantages * log_prob;
   PolicyLoss out;
-  out.pg_loss = agg_loss(pg_losses, mask, p.agg);
+  out.pg_loss = aggregate(weighted(pg_losses, is_weights), mask, p.agg, p);
   out.pg_clipfrac = masked_mean(float_of(ratio != clipped_ratio, log_prob), mask).detach();
   out.ppo_kl = masked_mean(-negative_approx_kl, mask).detach();
   out.pg_clipfrac_lower = torch::zeros({}, log_prob.options());
@@ -703,25 +715,38 @@ PolicyLoss cispo_loss(const torch::Tensor& old_log_prob, const torch::Tensor& lo
 
 PolicyLoss compute_policy_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
                                const torch::Tensor& advantages,
-                               const torch::Tensor& response_mask, const PolicyLossParams& p) {
+                               const torch::Tensor& response_mask, const PolicyLossParams& p,
+                               const torch::Tensor& rollout_is_weights) {
   auto mask = as_float_mask(response_mask, log_prob);
+  const auto& w = rollout_is_weights;
   switch (p.loss_mode) {
     case PolicyLossMode::kVanilla:
-      return compute_policy_loss(old_log_prob, log_prob, advantages, mask, p.clip_ratio_low,
-                                 p.clip_ratio_high, p.clip_ratio_c, p.agg);
-    case PolicyLossMode::kGspo: return gspo_loss(old_log_prob, log_prob, advantages, mask, p);
-    case PolicyLossMode::kSapo: return sapo_loss(old_log_prob, log_prob, advantages, mask, p);
+      return vanilla_loss(old_log_prob, log_prob, advantages, mask, p, w);
+    case PolicyLossMode::kGspo: return gspo_loss(old_log_prob, log_prob, advantages, mask, p, w);
+    case PolicyLossMode::kSapo: return sapo_loss(old_log_prob, log_prob, advantages, mask, p, w);
     case PolicyLossMode::kGpg: {
       PolicyLoss out;
-      out.pg_loss = agg_loss(-log_prob * advantages, mask, p.agg);
+      out.pg_loss = aggregate(weighted(-log_prob * advantages, w), mask, p.agg, p);
       return out;
     }
-    case PolicyLossMode::kClipCov: return clip_cov_loss(old_log_prob, log_prob, advantages, mask, p);
-    case PolicyLossMode::kKlCov: return kl_cov_loss(old_log_prob, log_prob, advantages, mask, p);
-    case PolicyLossMode::kGeoMean: return geo_mean_loss(old_log_prob, log_prob, advantages, mask, p);
-    case PolicyLossMode::kCispo: return cispo_loss(old_log_prob, log_prob, advantages, mask, p);
+    case PolicyLossMode::kClipCov: return clip_cov_loss(old_log_prob, log_prob, advantages, mask, p, w);
+    case PolicyLossMode::kKlCov: return kl_cov_loss(old_log_prob, log_prob, advantages, mask, p, w);
+    case PolicyLossMode::kGeoMean: return geo_mean_loss(old_log_prob, log_prob, advantages, mask, p, w);
+    case PolicyLossMode::kCispo: return cispo_loss(old_log_prob, log_prob, advantages, mask, p, w);
   }
   throw Error{ExitCode::kFailure, "compute_policy_loss: unknown loss mode"};
+}
+
+PolicyLoss compute_policy_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
+                               const torch::Tensor& advantages,
+                               const torch::Tensor& response_mask, double clip_ratio_low,
+                               double clip_ratio_high, double clip_ratio_c, LossAggMode mode) {
+  PolicyLossParams p;
+  p.agg = mode;
+  p.clip_ratio_low = clip_ratio_low;
+  p.clip_ratio_high = clip_ratio_high;
+  p.clip_ratio_c = clip_ratio_c;
+  return compute_policy_loss(old_log_prob, log_prob, advantages, response_mask, p);
 }
 
 PolicyLoss compute_policy_loss_reinforce(const torch::Tensor& rollout_log_prob,

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace verl::trainer::algos {
@@ -177,8 +178,8 @@ torch::Tensor agg_loss(const torch::Tensor& loss_mat, const torch::Tensor& loss_
 // batch, over every micro-batch and DP rank, times dp_size (the gradient all-reduce averages over
 // ranks). Summing the micro-batches' losses then gives the global batch's mean exactly, however
 // the rows fall into micro-batches. A count <= 0 falls back to the micro-batch's own (the
-// default path above). Not wired into the actor yet: the actor normalises per micro-batch, as
-// verl's dp_actor does.
+// default path above). The actor uses it with trainer.use_legacy_worker_impl=disable (verl's
+// engine workers); by default it normalises per micro-batch, as verl's dp_actor does.
 struct GlobalBatchInfo {
   int64_t dp_size = 1;
   double batch_num_tokens = 0;   // response tokens in the global (mini-)batch
@@ -204,7 +205,7 @@ PolicyLoss compute_policy_loss(const torch::Tensor& old_log_prob, const torch::T
                                double clip_ratio_high, double clip_ratio_c, LossAggMode mode);
 
 // actor.policy_loss.loss_mode: verl's POLICY_LOSS_REGISTRY names (bypass_mode is rejected by
-// parse_policy_loss_mode: it needs the rollout engine's log-probs and rollout_correction).
+// parse_policy_loss_mode: verlctl always recomputes the old log-probs, verl's decoupled mode).
 enum class PolicyLossMode { kVanilla, kGspo, kSapo, kGpg, kClipCov, kKlCov, kGeoMean, kCispo };
 PolicyLossMode parse_policy_loss_mode(const std::string& name);
 
@@ -222,6 +223,12 @@ struct PolicyLossParams {
   double clip_cov_ub = 5.0;
   double kl_cov_ratio = 0.0002;               // policy_loss.* (kl_cov)
   double ppo_kl_coef = 0.1;
+  // How every mode's agg_loss normalises (verl's config.global_batch_info): the default is per
+  // micro-batch (dp_actor); the trainer fills it in global-batch mode (engine workers).
+  GlobalBatchInfo global;
+  double loss_scale_factor = 0;               // actor.loss_scale_factor; 0: the response width
+  // clip_cov's draw of the tokens whose gradient is cut; nullopt: torch's global generator.
+  std::optional<at::Generator> generator;
 };
 
 // Dispatches on params.loss_mode, with verl's formulas (verl/trainer/ppo/core_algos.py):
@@ -240,9 +247,13 @@ struct PolicyLossParams {
 //             advantage, averaged over sequences (loss_agg_mode unused)
 //   cispo     -sg(clip(r, 1 - low, 1 + high)) * A * logp
 // Metrics a mode does not compute are undefined tensors (verl leaves them out).
+// rollout_is_weights ([B, T], trainer/rollout_correction.h; undefined: none) multiply the
+// per-token loss before aggregation, as verl's loss functions do; geo_mean takes their geometric
+// mean per sequence.
 PolicyLoss compute_policy_loss(const torch::Tensor& old_log_prob, const torch::Tensor& log_prob,
                                const torch::Tensor& advantages,
-                               const torch::Tensor& response_mask, const PolicyLossParams& params);
+                               const torch::Tensor& response_mask, const PolicyLossParams& params,
+                               const torch::Tensor& rollout_is_weights = {});
 
 // verl's compute_policy_loss_reinforce without IS weights: agg(-A * logp); ppo_kl is the masked
 // mean of rollout_log_prob - log_prob. (verl reaches it only through loss_mode=bypass_mode.)

@@ -161,6 +161,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   a.kl_cov_ratio = get<double>(c, ap + ".policy_loss.kl_cov_ratio");
   a.ppo_kl_coef = get<double>(c, ap + ".policy_loss.ppo_kl_coef");
   a.loss_agg_mode = get<std::string>(c, ap + ".loss_agg_mode");
+  a.loss_scale_factor = get_nullable<double>(c, ap + ".loss_scale_factor");
   a.entropy_coeff = get<double>(c, ap + ".entropy_coeff");
   a.use_kl_loss = get<bool>(c, ap + ".use_kl_loss");
   a.kl_loss_coef = get<double>(c, ap + ".kl_loss_coef");
@@ -229,6 +230,21 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   al.use_pf_ppo = get<bool>(c, "algorithm.use_pf_ppo");
   al.pf_ppo_reweight_method = get<std::string>(c, "algorithm.pf_ppo.reweight_method");
   al.pf_ppo_weight_pow = get<double>(c, "algorithm.pf_ppo.weight_pow");
+  const std::string rc = "algorithm.rollout_correction";
+  al.rollout_is = get_nullable<std::string>(c, rc + ".rollout_is");
+  al.rollout_is_threshold = get<double>(c, rc + ".rollout_is_threshold");
+  al.rollout_is_batch_normalize = get<bool>(c, rc + ".rollout_is_batch_normalize");
+  al.rollout_rs = get_nullable<std::string>(c, rc + ".rollout_rs");
+  // verl takes a number or a string ("0.5_2.0,0.01"); both are kept as text and parsed once.
+  const auto& threshold = at_path(c, rc + ".rollout_rs_threshold");
+  if (threshold.is_number()) {
+    std::ostringstream os;
+    os.precision(17);
+    os << threshold.get<double>();
+    al.rollout_rs_threshold = os.str();
+  } else {
+    al.rollout_rs_threshold = get_nullable<std::string>(c, rc + ".rollout_rs_threshold");
+  }
 
   auto& t = j.trainer;
   t.project_name = get<std::string>(c, "trainer.project_name");
@@ -243,6 +259,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   t.device = get<std::string>(c, "trainer.device");
   t.seed = get<int64_t>(c, "trainer.seed");
   t.total_epochs = get<int64_t>(c, "trainer.total_epochs");
+  t.use_legacy_worker_impl = get<std::string>(c, "trainer.use_legacy_worker_impl");
   t.total_training_steps = get_nullable<int64_t>(c, "trainer.total_training_steps");
   t.sft_warmup_steps = get<int64_t>(c, "trainer.sft_warmup_steps");
   t.sft_lr = get<double>(c, "trainer.sft_lr");

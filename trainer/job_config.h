@@ -86,6 +86,7 @@ struct ActorConfig {
   double kl_cov_ratio = 0.0002;
   double ppo_kl_coef = 0.1;
   std::string loss_agg_mode = "token-mean";
+  std::optional<double> loss_scale_factor;    // seq-mean-token-sum-norm's divisor; nullopt: the response width
   double entropy_coeff = 0.0;
   bool use_kl_loss = false;
   double kl_loss_coef = 0.001;
@@ -164,6 +165,12 @@ struct AlgorithmConfig {
   bool use_pf_ppo = false;
   std::string pf_ppo_reweight_method = "pow";  // pf_ppo.reweight_method
   double pf_ppo_weight_pow = 2.0;              // pf_ppo.weight_pow
+  // rollout_correction.* (trainer/rollout_correction.h); null values as nullopt.
+  std::optional<std::string> rollout_is;
+  double rollout_is_threshold = 2.0;
+  bool rollout_is_batch_normalize = false;
+  std::optional<std::string> rollout_rs;
+  std::optional<std::string> rollout_rs_threshold;  // a number in the YAML is kept as its text
 };
 
 struct TrainerLoopConfig {
@@ -173,6 +180,10 @@ struct TrainerLoopConfig {
   std::string device = "auto";
   int64_t seed = 1;
   int64_t total_epochs = 1;
+  // use_legacy_worker_impl: "disable" normalises the actor's losses by the global batch (verl's
+  // engine workers); "auto" / "enable" per micro-batch (verl's dp_actor).
+  std::string use_legacy_worker_impl = "auto";
+  bool global_batch_loss() const { return use_legacy_worker_impl == "disable"; }
   std::optional<int64_t> total_training_steps = 60;
   int64_t sft_warmup_steps = 0;       // null in the config: 95 built-in, 0 with an HF model
   double sft_lr = -1.0;                // -1: actor.optim.lr

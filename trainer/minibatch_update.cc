@@ -54,6 +54,17 @@ int64_t max_over_ranks(ParallelStrategy& strategy, int64_t count) {
   return static_cast<int64_t>(slots.max().item<double>());
 }
 
+// [loss tokens, rows holding one] of `data`, summed over every rank.
+std::pair<double, double> global_counts(ParallelStrategy& strategy, const TensorMap& data) {
+  const auto it = data.find("response_mask");
+  if (it == data.end()) return {0.0, 0.0};
+  const auto& m = it->second;
+  auto counts = torch::stack({m.sum().to(torch::kCPU, torch::kFloat64),
+                              (m.sum(-1) > 0).sum().to(torch::kCPU, torch::kFloat64)});
+  strategy.all_reduce_sum(counts);
+  return {counts[0].item<double>(), counts[1].item<double>()};
+}
+
 double mask_sum(const TensorMap& data) {
   const auto it = data.find("response_mask");
   return it == data.end() ? 0.0 : item(it->second.sum());
@@ -81,6 +92,8 @@ UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const Upd
       const int64_t mb = std::min(mini, rows - s);
       optimizer.zero_grad();
       const auto mini_order = order.narrow(0, s, mb);
+      std::pair<double, double> global{0.0, 0.0};
+      if (plan.global_counts) global = global_counts(strategy, select_rows(batch, mini_order.to(batch.at("attention_mask").device())));
       if (plan.max_token_len > 0) {
         const TensorMap mini_data = select_rows(batch, mini_order.to(batch.at("attention_mask").device()));
         ForwardPlan fp;
@@ -100,6 +113,9 @@ UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const Upd
           m.data = select_rows(mini_data, torch::tensor(part, torch::kLong).to(mask.device()));
           m.tokens = mask_sum(m.data);
           m.mini_tokens = mini_tokens;
+          m.global_tokens = global.first;
+          m.global_rows = global.second;
+          m.micro_batches = static_cast<int64_t>(parts.size());
           micro_loss(m).backward();
         }
       } else {
@@ -108,6 +124,9 @@ UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const Upd
           m.rows = std::min(micro, s + mb - u);
           m.mini_rows = mb;
           m.data = select_rows(batch, order.narrow(0, u, m.rows));
+          m.global_tokens = global.first;
+          m.global_rows = global.second;
+          m.micro_batches = (mb + micro - 1) / micro;
           micro_loss(m).backward();
         }
       }

@@ -55,6 +55,9 @@ struct UpdatePlan {
   uint64_t shuffle_seed = 0; // mixed with the epoch
   double grad_clip = 1.0;
   std::string who;           // "actor", "critic", "sft": the log line and the grad-norm metric
+  // Count each mini-batch's loss tokens and non-empty rows over every rank (one all-reduce per
+  // mini-batch) into MicroBatch::global_*: the global-batch loss normalisation needs them.
+  bool global_counts = false;
 };
 
 struct MicroBatch {
@@ -64,6 +67,11 @@ struct MicroBatch {
   bool dynamic = false;  // formed by a token budget (use_dynamic_bsz)
   double tokens = 0;     // loss tokens (sum of "response_mask", when the batch has one) in it
   double mini_tokens = 0;  // ... and in its mini-batch
+  // With UpdatePlan::global_counts: the mini-batch's loss tokens and rows holding one, summed
+  // over every DP rank (verl's engine workers' batch_num_tokens / global_batch_size).
+  double global_tokens = 0;
+  double global_rows = 0;
+  int64_t micro_batches = 1;  // micro-batches in its mini-batch
 };
 
 // The factor a micro-batch's loss (aggregated over the micro-batch with `mode`) is multiplied

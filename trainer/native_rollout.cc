@@ -78,34 +78,33 @@ RolloutBatch generate(CausalLm& model, const std::vector<std::vector<int64_t>>& 
   auto last_logits = model->logits(hidden.select(1, hidden.size(1) - 1));  // [B, V]
 
   auto responses = torch::full({b, r}, options.pad_token_id, torch::kLong);
-  std::vector<torch::Tensor> step_log_probs;  // [B] per step, when options.log_probs
   auto resp_mask = torch::zeros({b, r}, torch::kFloat32);
+  auto resp_logp = torch::zeros({b, r}, torch::kFloat32);
   std::vector<bool> done(static_cast<size_t>(b), false);
   out.response_lengths.assign(static_cast<size_t>(b), 0);
   out.finished.assign(static_cast<size_t>(b), false);
   auto ra = responses.accessor<int64_t, 2>();
   auto rma = resp_mask.accessor<float, 2>();
+  auto rla = resp_logp.accessor<float, 2>();
+  const double temperature = s.temperature > 0 ? s.temperature : 1.0;
   const auto& stops = options.stop_token_ids;
 
   for (int64_t step = 0; step < r; ++step) {
     auto last = last_logits.to(torch::kFloat64);  // [B, V] on the device
-    torch::Tensor next, sampled_from;
+    torch::Tensor next, dist;  // dist: the logits the token is drawn from
     if (greedy) {
+      dist = last / temperature;
       next = last.argmax(-1);
-      sampled_from = last;
     } else {
-      auto filtered = filter_logits(last / s.temperature, s.top_k, s.top_p);
-      auto cdf = filtered.softmax(-1).cumsum(-1);
+      dist = filter_logits(last / s.temperature, s.top_k, s.top_p);
+      auto cdf = dist.softmax(-1).cumsum(-1);
       auto u = uniforms.select(1, step).unsqueeze(1) * cdf.select(1, cdf.size(1) - 1).unsqueeze(1);
       next = (cdf < u).sum(-1).clamp_max(last.size(1) - 1);
-      sampled_from = filtered;
     }
-    // verl's logprobs_mode processed_logprobs: under the distribution the token was drawn from.
-    if (options.log_probs)
-      step_log_probs.push_back(
-          torch::log_softmax(sampled_from, -1).gather(1, next.unsqueeze(1)).squeeze(1).to(torch::kFloat32));
-    next = next.to(torch::kCPU);  // [B]: the only per-step copy to the host
+    auto logp = dist.log_softmax(-1).gather(1, next.unsqueeze(1)).squeeze(1).to(torch::kCPU, torch::kFloat32);
+    next = next.to(torch::kCPU);  // [B]: the per-step copies to the host
     auto na = next.accessor<int64_t, 1>();
+    auto la = logp.accessor<float, 1>();
     auto step_tokens = torch::full({b, 1}, options.pad_token_id, torch::kLong);
     auto step_mask = torch::zeros({b, 1}, torch::kLong);
     auto sa = step_tokens.accessor<int64_t, 2>();
@@ -116,10 +115,11 @@ RolloutBatch generate(CausalLm& model, const std::vector<std::vector<int64_t>>& 
       const int64_t tok = na[i];
       ra[i][step] = tok;
       rma[i][step] = 1.0f;
+      rla[i][step] = la[i];
       sa[i][0] = tok;
       sma[i][0] = 1;
       ++out.response_lengths[static_cast<size_t>(i)];
-      if (!options.ignore_eos && std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+      if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
         done[static_cast<size_t>(i)] = true;
         out.finished[static_cast<size_t>(i)] = true;
       } else {
@@ -135,11 +135,7 @@ RolloutBatch generate(CausalLm& model, const std::vector<std::vector<int64_t>>& 
   out.prompts = prompt_ids;
   out.responses = responses.to(device);
   out.response_mask = resp_mask.to(device);
-  if (options.log_probs) {
-    auto lp = torch::zeros({b, r}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
-    lp.narrow(1, 0, static_cast<int64_t>(step_log_probs.size())).copy_(torch::stack(step_log_probs, 1));
-    out.rollout_log_probs = lp * out.response_mask;
-  }
+  out.rollout_log_probs = resp_logp.to(device);
   out.input_ids = torch::cat({out.prompts, out.responses}, 1);
   out.attention_mask = torch::cat({padded.mask.to(device), resp_mask.to(torch::kLong).to(device)}, 1);
   out.position_ids = position_ids_from_mask(out.attention_mask);

@@ -50,6 +50,7 @@ struct PpoTrainer::StepBatch {
   torch::Tensor scores;             // [B]
   torch::Tensor token_level_scores, token_level_rewards;
   torch::Tensor old_log_prob, ref_log_prob, values, advantages, returns;
+  torch::Tensor rollout_is_weights;  // algorithm.rollout_correction.rollout_is
   int64_t step = 0;                 // the global step (seeds PF-PPO's draw)
 };
 
@@ -80,9 +81,9 @@ void PpoTrainer::resample_pf_ppo(StepBatch& sb) {
     if (t.defined()) t = t.index_select(0, idx.to(t.device()));
   };
   for (torch::Tensor* t : {&sb.rb.prompts, &sb.rb.responses, &sb.rb.input_ids, &sb.rb.attention_mask,
-                           &sb.rb.position_ids, &sb.rb.response_mask, &sb.group_index, &sb.scores,
+                           &sb.rb.position_ids, &sb.rb.response_mask, &sb.rb.rollout_log_probs, &sb.group_index, &sb.scores,
                            &sb.token_level_scores, &sb.token_level_rewards, &sb.old_log_prob, &sb.ref_log_prob,
-                           &sb.values, &sb.advantages, &sb.returns})
+                           &sb.values, &sb.advantages, &sb.returns, &sb.rollout_is_weights})
     pick(*t);
   const auto rows = std::vector<int64_t>(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
   sb.rb.prompt_lengths = gather_rows(sb.rb.prompt_lengths, rows);
@@ -169,6 +170,9 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
     rollout_ = std::make_unique<NativeRollout>(model_config_, actor_device_);
   const auto& kc = config_.algorithm.kl_ctrl;
   kl_ctrl_ = algos::make_kl_controller(kc.type, kc.kl_coef, kc.target_kl, kc.horizon);
+  const auto& al = config_.algorithm;
+  rollout_correction_ = algos::make_rollout_correction(al.rollout_is, al.rollout_is_threshold, al.rollout_is_batch_normalize,
+                                                       al.rollout_rs, al.rollout_rs_threshold);
   ckpt_ = std::make_unique<CheckpointManager>(t.default_local_dir, strategy_->distributed());
 
   if (strategy_->is_rank0()) {
@@ -457,12 +461,25 @@ void PpoTrainer::generate_and_score(int64_t step, StepBatch& sb, MetricMap& m) {
   }
 }
 
+// verl's compute_rollout_correction_and_add_to_batch, where verl calls it: after the rewards,
+// before the advantages, so that rejected tokens leave response_mask for everything after.
+// The weights' batch mean spans every rank; the metrics are this rank's, averaged over ranks
+// with the others (verl computes them over the driver's whole batch: equal with one rank).
+void PpoTrainer::apply_rollout_correction(StepBatch& sb, MetricMap& m) {
+  if (!rollout_correction_.enabled()) return;
+  auto rc = algos::compute_rollout_correction(sb.old_log_prob, sb.rb.rollout_log_probs.to(sb.old_log_prob.device()),
+                                              sb.rb.response_mask, rollout_correction_,
+                                              [&](torch::Tensor& t) { strategy_->all_reduce_sum(t); });
+  sb.rb.response_mask = rc.response_mask;
+  sb.rollout_is_weights = rc.weights;
+  for (const auto& [k, v] : rc.metrics) m[k] = v;
+}
+
 void PpoTrainer::compute_advantages(StepBatch& sb, MetricMap& m) {
   ScopedTimer timer(m, "adv");
-  const auto& mask = sb.rb.response_mask;
   const auto kl_type = algos::parse_kl_penalty(config_.algorithm.kl_penalty);
   if (config_.algorithm.use_kl_in_reward) {
-    auto kr = algos::apply_kl_penalty(sb.token_level_scores, sb.old_log_prob, sb.ref_log_prob, mask,
+    auto kr = algos::apply_kl_penalty(sb.token_level_scores, sb.old_log_prob, sb.ref_log_prob, sb.rb.response_mask,
                                       *kl_ctrl_, kl_type);
     sb.token_level_rewards = kr.token_level_rewards;
     m["actor/reward_kl_penalty"] = kr.current_kl;
@@ -470,7 +487,9 @@ void PpoTrainer::compute_advantages(StepBatch& sb, MetricMap& m) {
   } else {
     sb.token_level_rewards = sb.token_level_scores;
   }
+  apply_rollout_correction(sb, m);
   const auto est = algos::parse_adv_estimator(config_.algorithm.adv_estimator);
+  const auto& mask = sb.rb.response_mask;  // after rejection sampling
   torch::NoGradGuard no_grad;
   const auto& al = config_.algorithm;
   algos::AdvantageReturn ar;
@@ -566,6 +585,10 @@ MetricMap PpoTrainer::train_step(int64_t step) {
     in.old_log_prob = sb.old_log_prob;
     in.advantages = sb.advantages;
     in.ref_log_prob = sb.ref_log_prob;
+    if (rollout_correction_.enabled()) {
+      in.rollout_log_prob = sb.rb.rollout_log_probs;
+      in.rollout_is_weights = sb.rollout_is_weights;
+    }
     for (const auto& [k, v] : actor_->update_policy(sb.rb, in, step, total_steps())) m[k] = v;
     rollout_stale_ = true;
   }

@@ -25,6 +25,7 @@
 
 #include "text/tokenizer.h"
 #include "trainer/core_algos.h"
+#include "trainer/rollout_correction.h"
 #include "trainer/dataset.h"
 #include "trainer/distributed.h"
 #include "trainer/job_config.h"
@@ -82,6 +83,7 @@ class PpoTrainer {
   MetricMap train_step(int64_t step);
   void generate_and_score(int64_t step, StepBatch& sb, MetricMap& m);
   void compute_advantages(StepBatch& sb, MetricMap& m);
+  void apply_rollout_correction(StepBatch& sb, MetricMap& m);
   void resample_pf_ppo(StepBatch& sb);
   void after_sft();
   // Hands the actor's weights to the rollout engine when the actor changed since the last sync.
@@ -112,6 +114,7 @@ class PpoTrainer {
   std::unique_ptr<RolloutEngine> rollout_;
   bool rollout_stale_ = true;  // the actor changed since the engine last got its weights
   std::unique_ptr<algos::KlController> kl_ctrl_;
+  algos::RolloutCorrectionConfig rollout_correction_;  // algorithm.rollout_correction
   std::unique_ptr<CheckpointManager> ckpt_;
   std::unique_ptr<MetricsRecorder> recorder_;
   int64_t global_step_ = 0;

@@ -28,7 +28,6 @@ struct GenerateOptions {
   std::vector<int64_t> stop_token_ids;     // EOS at least
   int64_t pad_token_id = 0;
   bool ignore_eos = false;   // rollout.ignore_eos: stop only at max_response_length
-  bool log_probs = false;    // fill RolloutBatch::rollout_log_probs
 };
 
 // One seed per response row from (base seed, step, global row index): a splitmix64 mix.

@@ -240,9 +240,10 @@ std::pair<torch::Tensor, torch::Tensor> sample_inverse_cdf_blocked(const torch::
 
 std::pair<torch::Tensor, torch::Tensor> SlotRollout::sample(const torch::Tensor& logits, const torch::Tensor& u,
                                                             const Sampler& s) const {
-  if (s.greedy) {
+  if (s.greedy) {  // the log-prob under logits / temperature, as the native loop reports it
     auto next = logits.argmax(-1);
-    return {next, torch::log_softmax(logits, -1).gather(1, next.unsqueeze(1)).squeeze(1)};
+    const double t = s.temperature > 0 ? s.temperature : 1.0;
+    return {next, torch::log_softmax(logits / t, -1).gather(1, next.unsqueeze(1)).squeeze(1).to(torch::kFloat32)};
   }
   auto z = filter_logits(logits.to(sample_dtype_) / s.temperature, s.top_k, s.top_p);
   if (logits.is_cuda()) return sample_inverse_cdf_blocked(z, u);
@@ -302,7 +303,7 @@ void SlotRollout::decode_step(int64_t b, const Sampler& s) {
   auto [next, lp] = sample(logits, u, s);
   auto col = rpos.masked_fill(active.logical_not(), R).unsqueeze(1);  // finished slots write to column R
   resp_.narrow(0, 0, b).scatter_(1, col, next.unsqueeze(1));
-  if (want_log_probs_) logp_.narrow(0, 0, b).scatter_(1, col, lp.unsqueeze(1));
+  logp_.narrow(0, 0, b).scatter_(1, col, lp.unsqueeze(1));
   auto advance = active.to(torch::kLong);
   len.add_(advance);
   rpos.add_(advance);
@@ -516,11 +517,9 @@ void SlotRollout::prefill_chunk(const std::vector<std::vector<int64_t>>& unique,
   auto first = torch::zeros({n, resp_len_ + 1}, resp_.options());
   first.select(1, 0).copy_(next);
   resp_.index_copy_(0, slot_t, first);
-  if (want_log_probs_) {
-    auto first_lp = torch::zeros({n, resp_len_ + 1}, logp_.options());
-    first_lp.select(1, 0).copy_(lp);
-    logp_.index_copy_(0, slot_t, first_lp);
-  }
+  auto first_lp = torch::zeros({n, resp_len_ + 1}, logp_.options());
+  first_lp.select(1, 0).copy_(lp);
+  logp_.index_copy_(0, slot_t, first_lp);
   auto live = torch::full({n}, resp_len_ > 1, torch::TensorOptions().dtype(torch::kBool).device(device_));
   if (!s.ignore_eos) live = live.logical_and((next.unsqueeze(1) == stops_.unsqueeze(0)).any(1).logical_not());
   active_.index_copy_(0, slot_t, live);
@@ -531,7 +530,7 @@ void SlotRollout::harvest(const std::vector<int64_t>& slots, const std::vector<i
   const auto slot_t = long_tensor(slots, device_), seq_t = long_tensor(seqs, device_);
   out_resp_.index_copy_(0, seq_t, resp_.index_select(0, slot_t).narrow(1, 0, resp_len_));
   out_len_.index_copy_(0, seq_t, rpos_.index_select(0, slot_t));
-  if (want_log_probs_) out_logp_.index_copy_(0, seq_t, logp_.index_select(0, slot_t).narrow(1, 0, resp_len_));
+  out_logp_.index_copy_(0, seq_t, logp_.index_select(0, slot_t).narrow(1, 0, resp_len_));
 }
 
 void SlotRollout::compact(const std::vector<int64_t>& live) {
@@ -571,7 +570,6 @@ RolloutBatch SlotRollout::generate(const std::vector<std::vector<int64_t>>& prom
   stats_.slots = slots_;
   stats_.max_model_len = max_len;
   if (!options.stop_token_ids.empty()) stops_.copy_(torch::tensor(options.stop_token_ids, torch::kLong));
-  want_log_probs_ = options.log_probs;
   const auto dev = torch::TensorOptions().device(device_);
   all_unif_ = torch::Tensor();
   if (!s.greedy) {
@@ -584,7 +582,7 @@ RolloutBatch SlotRollout::generate(const std::vector<std::vector<int64_t>>& prom
   }
   out_resp_ = torch::full({n, r}, options.pad_token_id, dev.dtype(torch::kLong));
   out_len_ = torch::zeros({n}, dev.dtype(torch::kLong));
-  out_logp_ = want_log_probs_ ? torch::zeros({n, r}, dev.dtype(torch::kFloat32)) : torch::Tensor();
+  out_logp_ = torch::zeros({n, r}, dev.dtype(torch::kFloat32));
   active_.fill_(false);
 
   // Host view of the slots: which sequence each holds (-1: free), and a bound on the steps it
@@ -670,7 +668,7 @@ RolloutBatch SlotRollout::generate(const std::vector<std::vector<int64_t>>& prom
   out.prompts = padded.ids.to(device_);
   out.responses = resp_cpu.to(device_);
   out.response_mask = resp_mask.to(device_);
-  if (want_log_probs_) out.rollout_log_probs = out_logp_ * out.response_mask;
+  out.rollout_log_probs = out_logp_ * out.response_mask;
   out.input_ids = torch::cat({out.prompts, out.responses}, 1);
   out.attention_mask = torch::cat({padded.mask.to(device_), resp_mask.to(torch::kLong).to(device_)}, 1);
   out.position_ids = position_ids_from_mask(out.attention_mask);

@@ -169,7 +169,6 @@ class SlotRollout final : public RolloutEngine {
   torch::Tensor stops_;                      // [n] stop ids
   // Per generate call.
   torch::Tensor all_unif_, out_resp_, out_len_, out_logp_;
-  bool want_log_probs_ = false;
   std::unique_ptr<Graphs> graphs_;
   SlotRolloutStats stats_;
 };

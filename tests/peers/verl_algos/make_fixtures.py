@@ -14,6 +14,9 @@ imports that are absent here are stubbed in sys.modules, minimally:
   verl.utils.device              get_device_name() -> "cpu" (groupwise picks the CPU)
   verl.utils.import_utils        deprecated(): returns the function unchanged
   verl.trainer.config.AlgoConfig  an empty class (isinstance checks only)
+  verl.trainer.config.algorithm.RolloutCorrectionConfig, verl.workers.config.actor.PolicyLossConfig
+                                  type names only (rollout_corr_helper's annotations)
+  verl.protocol.DataProto         from_dict(tensors=...) -> an object whose .batch is that dict
   verl.workers.config.ActorConfig attribute bag with .get() and global_batch_info = {} (the
                                   per-micro-batch path of dp_actor: no global normalisation)
 Inputs are float32; every tensor is written with 9 significant digits (round-trips float32).
@@ -74,11 +77,26 @@ stub("verl.trainer")
 stub("verl.trainer.config", AlgoConfig=AlgoConfig)
 stub("verl.workers")
 stub("verl.workers.config", ActorConfig=ActorConfig)
+stub("verl.workers.config.actor", PolicyLossConfig=PolicyLossConfig)
+stub("verl.trainer.config.algorithm", RolloutCorrectionConfig=dict)
+
+
+class DataProto:
+    def __init__(self, tensors):
+        self.batch = tensors
+
+    @staticmethod
+    def from_dict(tensors):
+        return DataProto(tensors)
+
+
+stub("verl.protocol", DataProto=DataProto)
 groupwise = load(f"{VERL}/verl/utils/groupwise.py", "verl.utils.groupwise")
 utils.as_torch_index, utils.group_mean_std = groupwise.as_torch_index, groupwise.group_mean_std
 verl_F = load(f"{VERL}/verl/utils/torch_functional.py", "verl.utils.torch_functional")
 utils.torch_functional = verl_F
 ca = load(f"{VERL}/verl/trainer/ppo/core_algos.py", "verl.trainer.ppo.core_algos")
+rc = load(f"{VERL}/verl/trainer/ppo/rollout_corr_helper.py", "verl.trainer.ppo.rollout_corr_helper")
 
 
 def enc(t):
@@ -282,6 +300,62 @@ for si, (B, T, empty) in enumerate(SHAPES):
              {"loss": loss, "grad_log_prob": lp.grad, "ppo_kl": metrics["actor/ppo_kl"]},
              {"loss_mode": "reinforce", "mode": mode})
 
+    # The rollout-correction weights in every loss mode (truncated token weights; detached, as
+    # verl's are), with the gradient through log_prob.
+    is_w = r32(torch.exp(torch.randn(B, T, generator=g) * 0.4).clamp(max=2.0) * mask)
+    for loss_mode, kw in LOSSES.items():
+        for mode in ("token-mean", "seq-mean-token-mean"):
+            if loss_mode in ("gspo", "sapo", "geo_mean") and mode != "token-mean":
+                continue
+            adv = adv_seq if loss_mode == "geo_mean" else adv_tok
+            lp = lp0.clone().requires_grad_(True)
+            loss, metrics = ca.get_policy_loss_fn(loss_mode)(old, lp, adv, mask, mode, actor_cfg(**kw), rollout_is_weights=is_w)
+            loss.backward()
+            case(f"pl_is_{loss_mode}_{mode}_{si}", "policy_loss",
+                 {"old_log_prob": old, "log_prob": lp, "advantages": adv, "mask": mask, "rollout_is_weights": is_w},
+                 {"loss": loss, "grad_log_prob": lp.grad, **{k.split("/")[-1]: v for k, v in metrics.items()}},
+                 {"loss_mode": loss_mode, "mode": mode, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28,
+                  "clip_ratio_c": 3.0, "tau_pos": 1.0, "tau_neg": 1.05, **kw})
+
+# ---- rollout correction (rollout_corr_helper.compute_rollout_correction_and_rejection_mask):
+# IS weights, the rejection mask and every metric, for each IS level and RS option ----
+RC_CONFIGS = [
+    dict(rollout_is="token", rollout_is_threshold=2.0),
+    dict(rollout_is="sequence", rollout_is_threshold=2.0),
+    dict(rollout_is="token", rollout_is_threshold=1.5, rollout_is_batch_normalize=True),
+    dict(rollout_is="sequence", rollout_is_threshold=5.0, rollout_is_batch_normalize=True),
+    dict(rollout_rs="token_k1", rollout_rs_threshold="0.7_1.3"),
+    dict(rollout_rs="token_k1", rollout_rs_threshold=1.5),
+    dict(rollout_rs="token_k2", rollout_rs_threshold=0.02),
+    dict(rollout_rs="token_k3", rollout_rs_threshold=0.02),
+    dict(rollout_rs="seq_sum_k1", rollout_rs_threshold="0.5_2.0"),
+    dict(rollout_rs="seq_sum_k2", rollout_rs_threshold=0.1),
+    dict(rollout_rs="seq_sum_k3", rollout_rs_threshold=0.1),
+    dict(rollout_rs="seq_mean_k1", rollout_rs_threshold="0.9_1.1"),
+    dict(rollout_rs="seq_mean_k2", rollout_rs_threshold=0.02),
+    dict(rollout_rs="seq_mean_k3", rollout_rs_threshold=0.02),
+    dict(rollout_rs="seq_max_k2", rollout_rs_threshold=0.05),
+    dict(rollout_rs="seq_max_k3", rollout_rs_threshold=0.05),
+    dict(rollout_is="token", rollout_is_threshold=2.0, rollout_rs="token_k1,seq_mean_k3,token_k1",
+         rollout_rs_threshold="0.6_1.6,0.03"),
+    dict(rollout_is="sequence", rollout_is_threshold=3.0, rollout_rs="seq_max_k3,seq_sum_k2", rollout_rs_threshold=0.08),
+]
+for si, (B, T, empty) in enumerate(SHAPES):
+    mask = make_mask(B, T, empty, g)
+    old = r32(-torch.rand(B, T, generator=g) * 2 - 0.05)
+    roll = r32(old + torch.randn(B, T, generator=g) * 0.2)
+    for ci, cfg in enumerate(RC_CONFIGS):
+        w, new_mask, metrics = rc.compute_rollout_correction_and_rejection_mask(old, roll, mask, **cfg)
+        out = {"response_mask": new_mask, "metrics": metrics}
+        if w is not None:
+            out["weights"] = w.batch["rollout_is_weights"]
+        params = {k: (str(v) if k == "rollout_rs_threshold" else v) for k, v in cfg.items()}
+        case(f"rc_{ci}_{si}", "rollout_correction", {"old_log_prob": old, "rollout_log_prob": roll, "mask": mask},
+             out, params)
+    lp = r32(old + torch.randn(B, T, generator=g) * 0.1)
+    case(f"rc_actor_metrics_{si}", "rollout_corr_metrics", {"log_prob": lp, "rollout_log_prob": roll, "mask": mask},
+         {"metrics": rc.compute_rollout_corr_metrics_from_logprobs(lp, roll, mask)})
+
 # ---- value loss ----
 for si, (B, T, empty) in enumerate(SHAPES):
     mask = make_mask(B, T, empty, g)
@@ -318,6 +392,9 @@ for pi, (method, wpow) in enumerate([("pow", 2.0), ("pow", 1.0), ("max_min", 2.0
     case(f"pf_ppo_{method}_{wpow}", "pf_ppo", {"token_level_scores": tls},
          {"indices": out.batch["row"]}, {"reweight_method": method, "weight_pow": wpow, "seed": 1000 + pi})
 
+# Every name verl registers (what its generated config lets adv_estimator / loss_mode take).
+registries = {"adv_estimator": sorted(str(getattr(k, "value", k)) for k in ca.ADV_ESTIMATOR_REGISTRY),
+              "policy_loss": sorted(ca.POLICY_LOSS_REGISTRY)}
 json.dump({"verl_commit": COMMIT, "torch": torch.__version__,
-           "generator": "tests/peers/verl_algos/make_fixtures.py", "cases": cases},
+           "generator": "tests/peers/verl_algos/make_fixtures.py", "registries": registries, "cases": cases},
           sys.stdout, separators=(",", ":"))

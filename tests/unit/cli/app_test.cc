@@ -30,6 +30,16 @@ TEST(Cli, UnknownOptionIsUsageError) {
   EXPECT_EQ(run_cli({"config", "show", "--no-such-flag"}).code, 2);
 }
 
+TEST(Cli, ConfigShowSaysWhichLossNormalisationIsInEffect) {
+  auto dp = run_cli({"config", "show"});
+  ASSERT_EQ(dp.code, 0) << dp.err;
+  EXPECT_NE(dp.out.find("# loss normalisation: per micro-batch"), std::string::npos) << dp.out.substr(0, 600);
+  auto global = run_cli({"config", "show", "trainer.use_legacy_worker_impl=disable", "actor_rollout_ref.actor.loss_scale_factor=512"});
+  ASSERT_EQ(global.code, 0) << global.err;
+  EXPECT_NE(global.out.find("# loss normalisation: global batch"), std::string::npos);
+  EXPECT_NE(global.out.find("loss_scale_factor = 512"), std::string::npos);
+}
+
 TEST(Cli, HelpListsCommands) {
   auto r = run_cli({"--help"});
   EXPECT_EQ(r.code, 0);

@@ -324,18 +324,50 @@ TEST(VerlKeys, PfPpoIsAcceptedAndWarnsWhereVerlIgnoresIt) {
   EXPECT_NE(issue_at(bad, "algorithm.pf_ppo.reweight_method"), nullptr);
 }
 
-TEST(VerlKeys, RolloutCorrectionSwitchedOnIsNotSupported) {
-  for (const std::string kv : {"algorithm.rollout_correction.rollout_is=token",
-                               "algorithm.rollout_correction.rollout_is=sequence",
-                               "algorithm.rollout_correction.rollout_rs=token", "algorithm.rollout_correction.bypass_mode=true"}) {
-    auto d = resolve(Kind::kJob, "", {kv});
-    const Issue* i = issue_at(d, kv.substr(0, kv.find('=')));
-    ASSERT_NE(i, nullptr) << kv;
-    EXPECT_EQ(i->severity, Severity::kError) << kv;
-    EXPECT_EQ(i->message.rfind("not supported", 0), 0u) << i->message;
+TEST(VerlKeys, RolloutCorrectionIsAcceptedAndBypassModeRefusedWithTheReason) {
+  auto is = resolve(Kind::kJob, "", {"algorithm.rollout_correction.rollout_is=sequence",
+                                     "algorithm.rollout_correction.rollout_is_threshold=3.0",
+                                     "algorithm.rollout_correction.rollout_rs=token_k1,seq_mean_k3",
+                                     "algorithm.rollout_correction.rollout_rs_threshold=0.5_2.0,0.01"});
+  EXPECT_TRUE(is.ok()) << format_issues(is.issues);
+  auto numeric = resolve(Kind::kJob, "", {"algorithm.rollout_correction.rollout_rs=seq_max_k2",
+                                          "algorithm.rollout_correction.rollout_rs_threshold=2.5"});
+  EXPECT_TRUE(numeric.ok()) << format_issues(numeric.issues);
+  for (const std::string kv : {"algorithm.rollout_correction.rollout_is=tokens",
+                               "algorithm.rollout_correction.rollout_rs=token_k1",  // no threshold
+                               "algorithm.rollout_correction.bypass_mode=true"}) {
+    auto d = resolve(Kind::kJob, "", {kv, "algorithm.rollout_correction.rollout_is_threshold=2.0"});
+    EXPECT_FALSE(d.ok()) << kv;
   }
-  auto d = resolve(Kind::kJob, "", {"algorithm.rollout_correction.rollout_is_threshold=3.0"});
-  EXPECT_TRUE(d.ok()) << format_issues(d.issues);
+  auto bypass = resolve(Kind::kJob, "", {"algorithm.rollout_correction.bypass_mode=true"});
+  const Issue* i = issue_at(bypass, "algorithm.rollout_correction.bypass_mode");
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->message.rfind("not supported", 0), 0u) << i->message;
+  auto zero = resolve(Kind::kJob, "", {"algorithm.rollout_correction.rollout_is=token",
+                                       "algorithm.rollout_correction.rollout_is_threshold=0"});
+  EXPECT_NE(issue_at(zero, "algorithm.rollout_correction.rollout_is_threshold"), nullptr);
+}
+
+TEST(VerlKeys, CovLossBoundsAreCheckedWhenTheConfigIsValidated) {
+  auto ok = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov"});
+  EXPECT_TRUE(ok.ok()) << format_issues(ok.issues);
+  auto ratio = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov",
+                                        "actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0"});
+  EXPECT_NE(issue_at(ratio, "actor_rollout_ref.actor.policy_loss.clip_cov_ratio"), nullptr);
+  auto kl = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.policy_loss.loss_mode=kl_cov",
+                                     "actor_rollout_ref.actor.policy_loss.kl_cov_ratio=0"});
+  EXPECT_NE(issue_at(kl, "actor_rollout_ref.actor.policy_loss.kl_cov_ratio"), nullptr);
+  auto window = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov",
+                                         "actor_rollout_ref.actor.policy_loss.clip_cov_lb=5",
+                                         "actor_rollout_ref.actor.policy_loss.clip_cov_ub=1"});
+  EXPECT_NE(issue_at(window, "actor_rollout_ref.actor.policy_loss.clip_cov_lb"), nullptr);
+  // Another loss mode does not read them: no error.
+  auto other = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0"});
+  EXPECT_TRUE(other.ok()) << format_issues(other.issues);
+  auto scale = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.loss_scale_factor=0"});
+  EXPECT_NE(issue_at(scale, "actor_rollout_ref.actor.loss_scale_factor"), nullptr);
+  auto legacy = resolve(Kind::kJob, "", {"trainer.use_legacy_worker_impl=disable", "actor_rollout_ref.actor.loss_scale_factor=512"});
+  EXPECT_TRUE(legacy.ok()) << format_issues(legacy.issues);
 }
 
 TEST(VerlKeys, StraightThroughKlEstimatorsAreRefusedAsVerlRaisesOnThem) {

@@ -10,12 +10,15 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "trainer/core_algos.h"
+#include "trainer/rollout_correction.h"
 
 namespace verl::trainer::algos {
 namespace {
@@ -64,6 +67,47 @@ std::vector<const Json*> cases_of(const std::string& fn) {
   for (const auto& c : fixtures().at("cases"))
     if (c.at("fn") == fn) out.push_back(&c);
   return out;
+}
+
+// Walks every name verl registers (ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY at the fixtures'
+// commit, listed by make_fixtures.py from verl's loaded module): the config accepts it and the
+// trainer parses it, or both refuse it saying "not supported" with the reason.
+TEST(CoreAlgosVerl, EveryNameVerlRegistersIsAcceptedOrRefusedWithTheReason) {
+  struct Key {
+    const char* registry;
+    const char* path;
+    std::function<void(const std::string&)> parse;
+  };
+  const std::vector<Key> keys = {
+      {"adv_estimator", "algorithm.adv_estimator", [](const std::string& n) { parse_adv_estimator(n); }},
+      {"policy_loss", "actor_rollout_ref.actor.policy_loss.loss_mode", [](const std::string& n) { parse_policy_loss_mode(n); }}};
+  for (const auto& key : keys) {
+    const auto names = fixtures().at("registries").at(key.registry).get<std::vector<std::string>>();
+    ASSERT_GE(names.size(), 9u) << key.registry;
+    int accepted = 0;
+    for (const auto& name : names) {
+      SCOPED_TRACE(std::string(key.path) + "=" + name);
+      auto doc = config::resolve(config::Kind::kJob, "", {std::string(key.path) + "=" + name, "actor_rollout_ref.rollout.n=4"});
+      bool parsed = true;
+      try {
+        key.parse(name);
+      } catch (const Error& e) {
+        parsed = false;
+        EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+        EXPECT_NE(std::string(e.what()).find("not supported:"), std::string::npos) << e.what();
+      }
+      if (parsed) {
+        ++accepted;
+        EXPECT_TRUE(doc.ok()) << config::format_issues(doc.issues);
+      } else {
+        EXPECT_FALSE(doc.ok()) << "the config accepts a name the trainer refuses";
+        bool named = false;
+        for (const auto& i : doc.issues) named |= i.path == key.path && i.message.find("not supported") != std::string::npos;
+        EXPECT_TRUE(named) << config::format_issues(doc.issues);
+      }
+    }
+    EXPECT_GE(accepted, 8) << key.registry;
+  }
 }
 
 TEST(CoreAlgosVerl, FixturesComeFromVerlsRecordedCommit) {
@@ -227,7 +271,9 @@ TEST(CoreAlgosVerl, EveryPolicyLossModeAndItsGradientMatchVerl) {
       params.clip_cov_ub = p.value("clip_cov_ub", params.clip_cov_ub);
       params.kl_cov_ratio = p.value("kl_cov_ratio", params.kl_cov_ratio);
       params.ppo_kl_coef = p.value("ppo_kl_coef", params.ppo_kl_coef);
-      pl = compute_policy_loss(old, lp, adv, mask, params);
+      const auto& in = c->at("inputs");
+      pl = compute_policy_loss(old, lp, adv, mask, params,
+                               in.contains("rollout_is_weights") ? input(*c, "rollout_is_weights") : torch::Tensor());
     }
     pl.pg_loss.backward();
     expect_close(*c, "loss", pl.pg_loss);
@@ -237,8 +283,66 @@ TEST(CoreAlgosVerl, EveryPolicyLossModeAndItsGradientMatchVerl) {
     if (out.contains("ppo_kl")) expect_close(*c, "ppo_kl", pl.ppo_kl);
     if (out.contains("pg_clipfrac_lower")) expect_close(*c, "pg_clipfrac_lower", pl.pg_clipfrac_lower);
     ++seen[loss_mode];
+    if (c->at("inputs").contains("rollout_is_weights")) ++seen["with rollout IS weights"];
   }
-  EXPECT_EQ(seen.size(), 9u) << "eight loss modes and the REINFORCE form";
+  EXPECT_EQ(seen.size(), 10u) << "eight loss modes, the REINFORCE form, and the modes with IS weights";
+}
+
+// Every "rollout_corr/..." metric verl reports, each within the fixtures' tolerance.
+void expect_metrics(const Json& c, const MetricValues& ours) {
+  const Json& want = c.at("outputs").at("metrics");
+  for (const auto& [name, value] : want.items()) {
+    SCOPED_TRACE(c.at("name").get<std::string>() + " / " + name);
+    auto it = ours.find(name);
+    ASSERT_NE(it, ours.end()) << "ours lacks the metric";
+    const double v = value.get<double>();
+    EXPECT_NEAR(it->second, v, kRtol * std::abs(v) + 1e-6) << name;
+  }
+  EXPECT_EQ(ours.size(), want.size()) << c.at("name").get<std::string>() << ": ours has extra metrics";
+}
+
+TEST(CoreAlgosVerl, RolloutCorrectionWeightsRejectionAndMetricsMatchVerl) {
+  auto cases = cases_of("rollout_correction");
+  ASSERT_EQ(cases.size(), 72u);
+  std::map<std::string, int> options;
+  for (const Json* c : cases) {
+    const Json& p = c->at("params");
+    auto opt = [&](const char* k) {
+      return p.contains(k) && !p.at(k).is_null() ? std::optional<std::string>(p.at(k).get<std::string>()) : std::nullopt;
+    };
+    const auto config = make_rollout_correction(opt("rollout_is"), p.value("rollout_is_threshold", 2.0),
+                                                p.value("rollout_is_batch_normalize", false), opt("rollout_rs"),
+                                                opt("rollout_rs_threshold"));
+    auto rc = compute_rollout_correction(input(*c, "old_log_prob"), input(*c, "rollout_log_prob"), input(*c, "mask"), config);
+    expect_close(*c, "response_mask", rc.response_mask);
+    if (c->at("outputs").contains("weights")) {
+      expect_close(*c, "weights", rc.weights);
+    } else {
+      EXPECT_FALSE(rc.weights.defined()) << c->at("name");
+    }
+    expect_metrics(*c, rc.metrics);
+    for (const auto& o : config.rollout_rs) ++options[o.name];
+  }
+  EXPECT_EQ(options.size(), 11u) << "every rejection-sampling option verl has";
+  for (const Json* c : cases_of("rollout_corr_metrics"))
+    expect_metrics(*c, rollout_corr_metrics_from_logprobs(input(*c, "log_prob"), input(*c, "rollout_log_prob"),
+                                                          input(*c, "mask")));
+}
+
+TEST(CoreAlgosVerl, RolloutRsThresholdsAreParsedAsVerlDoes) {
+  auto o = parse_rollout_rs("token_k1, seq_mean_k3,token_k1", std::string("0.5_2.0,0.01"));
+  ASSERT_EQ(o.size(), 2u);  // the duplicate is dropped
+  EXPECT_DOUBLE_EQ(*o[0].lower, 0.5);
+  EXPECT_DOUBLE_EQ(o[0].upper, 2.0);
+  EXPECT_FALSE(o[1].lower.has_value());
+  EXPECT_DOUBLE_EQ(o[1].upper, 0.01);
+  auto one = parse_rollout_rs("seq_sum_k1", std::string("4"));
+  EXPECT_DOUBLE_EQ(*one[0].lower, 0.25);  // 1 / upper
+  for (const auto& [rs, threshold] : std::vector<std::pair<std::string, std::string>>{
+           {"token_k4", "1"}, {"token_k2", "0.1_0.2"}, {"token_k1,token_k2", "1,2,3"}, {"token_k2", "-1"}, {"token_k2", "x"}}) {
+    EXPECT_THROW(parse_rollout_rs(rs, threshold), Error) << rs << " / " << threshold;
+  }
+  EXPECT_THROW(parse_rollout_rs("token_k2", std::nullopt), Error);
 }
 
 TEST(CoreAlgosVerl, ValueLossAndItsGradientMatchVerl) {
@@ -300,7 +404,7 @@ TEST(CoreAlgosVerl, EstimatorsVerlHasButWeCannotRunAreRejectedWithTheReason) {
     parse_policy_loss_mode("bypass_mode");
     ADD_FAILURE() << "bypass_mode was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("rollout_correction"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("recomputes"), std::string::npos) << e.what();
   }
 }
 

@@ -169,6 +169,31 @@ TEST(Rollout, LogProbsOfGreedyTokensAreTheMaxima) {
   EXPECT_TRUE(torch::allclose(lp.masked_select(mask), best.masked_select(mask), 1e-5, 1e-6));
 }
 
+// The engine reports the log-prob of each token it sampled (verl's rollout_log_probs, which the
+// rollout correction compares with the recomputed ones): with the same weights and no filter it
+// is the trainer's log-prob at the rollout temperature; with top-k it is that of the filtered,
+// renormalised distribution (vLLM's processed_logprobs), so never below the unfiltered one.
+TEST(Rollout, ReportsTheLogProbsItSampledFrom) {
+  auto m = model(24, 0.3);
+  auto o = options(true);
+  o.sampling.temperature = 0.7;
+  const auto s = seeds(prompts().size());
+  auto b = generate(m, prompts(), o, s, torch::kCPU);
+  ASSERT_TRUE(b.rollout_log_probs.defined());
+  EXPECT_EQ(b.rollout_log_probs.sizes(), b.responses.sizes());
+  auto lp = compute_log_probs(m, b, /*micro_batch=*/4, /*temperature=*/0.7).log_probs;
+  auto mask = b.response_mask > 0;
+  EXPECT_TRUE(torch::allclose(b.rollout_log_probs.masked_select(mask), lp.masked_select(mask), 1e-4, 1e-5));
+  EXPECT_EQ(b.rollout_log_probs.masked_select(~mask).abs().sum().item<float>(), 0.0f);  // 0 on padding
+  o.sampling.top_k = 3;
+  auto k = generate(m, prompts(), o, s, torch::kCPU);
+  auto lpk = compute_log_probs(m, k, /*micro_batch=*/4, /*temperature=*/0.7).log_probs;
+  auto maskk = k.response_mask > 0;
+  auto diff = k.rollout_log_probs.masked_select(maskk) - lpk.masked_select(maskk);
+  EXPECT_GE(diff.min().item<float>(), -1e-5);
+  EXPECT_GT(diff.max().item<float>(), 1e-3) << "top-k renormalises: some token's probability must rise";
+}
+
 TEST(Rollout, TeacherForcedBatchHasTheRolloutLayout) {
   auto b = make_batch({{1, 5}, {1, 6, 7}}, {{9, kEos}, {8, 8, 8, 8, 8}}, 4, kPad, torch::kCPU);
   EXPECT_EQ(b.prompts.size(1), 3);

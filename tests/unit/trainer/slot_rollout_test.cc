@@ -165,7 +165,6 @@ TEST(SlotRollout, LogProbsAreThePolicysAtTheSampledTokens) {
   auto m = policy(c);
   const auto ps = prompts(5);
   auto opt = options(false, {});
-  opt.log_probs = true;
   SlotRollout engine(c, torch::kCPU, slots(2));
   engine.load_weights(weights_of(m));
   const auto out = engine.generate(ps, opt, {});
@@ -230,7 +229,6 @@ TEST(SlotRollout, GraphReplayEqualsEagerDecodingOnThisMachinesDevice) {
   auto m = policy(tiny());
   const auto ps = prompts(21);
   auto opt = options(true, stops_from(generate(m, ps, options(true, {}), seeds(21), torch::kCPU)));
-  opt.log_probs = true;
   auto run = [&](bool eager) {
     auto o = slots(8);
     o.enforce_eager = eager;
