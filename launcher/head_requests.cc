@@ -86,7 +86,7 @@ Json parse_body(const std::string& body) {
       --depth;
     }
   }
-  return Json::parse(body);  // nlohmann's parse_error: a 400 "bad request body"
+  return Json::parse(body);  // nlohmann's parse_error or out_of_range (1e999): a 400 "bad request body"
 }
 
 Register parse_register(const Json& body) {

@@ -6,8 +6,8 @@
 // int is undefined behaviour, not an error).
 //
 // Errors: std::invalid_argument naming the field ("logs: 'rank' must be an integer within
-// 0..2147483647"); parse_body() lets nlohmann's parse_error through. The head answers both with a
-// 400. Pure functions; thread-safe.
+// 0..2147483647"); parse_body() lets nlohmann's exceptions through (parse_error, and out_of_range
+// for a number past a double: 1e999). The head answers both with a 400. Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
