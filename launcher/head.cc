@@ -1,4 +1,5 @@
 #include "launcher/head.h"
+#include "launcher/head_requests.h"
 
 #include <unistd.h>
 
@@ -35,30 +36,9 @@ bool same_token(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-// A JSON body nested deeper than this is refused before it is parsed: nlohmann's parser and
-// destructor recurse once per level, so a few MB of '[' would overflow the handler's stack.
-constexpr int kMaxJsonDepth = 64;
-
-Json parse_body(const httplib::Request& req) {
-  if (req.body.empty()) return Json::object();
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < req.body.size(); ++i) {
-    const char c = req.body[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth)
-        throw std::invalid_argument("the JSON body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return Json::parse(req.body);  // nlohmann's exception is turned into a 400 by the caller
-}
+// Every body goes through requests::parse_body (depth bound, then nlohmann's parser) and the
+// endpoint's typed parser (launcher/head_requests.h): a wrong type or range is a 400 naming it.
+Json parse_body(const httplib::Request& req) { return requests::parse_body(req.body); }
 
 // A decimal integer that is the whole text and lies within [lo, hi]; nullopt otherwise. std::stoll
 // took "12abc" as 12 and threw out_of_range (a 500) past int64 (issue 16, case 8).
@@ -138,13 +118,10 @@ void Head::install_routes() {
   });
 
   http.Post("/api/nodes/register", [this](const httplib::Request& req, httplib::Response& res) {
-    const Json body = parse_body(req);
-    if (!body.contains("name") || !body["name"].is_string() || body["name"].get<std::string>().empty())
-      return fail(res, 400, "register: 'name' (a non-empty string) is required");
+    const auto body = requests::parse_register(parse_body(req));
     if (shutting_down_) return fail(res, 409, "the head is shutting down");
-    const Resources resources = resources_from_json(body.value("resources", Json::object()));
-    const auto node = registry_.register_node(body["name"].get<std::string>(), body.value("host", ""),
-                                              body.value("pid", int64_t{0}), resources, now_ms());
+    const Resources& resources = body.resources;
+    const auto node = registry_.register_node(body.name, body.host, body.pid, resources, now_ms());
     log::Info() << "node " << node.name << " registered (id " << node.id << ", host " << node.host << ", pid "
                 << node.pid << ", " << resources.cpus << " CPUs, " << format_bytes(resources.memory_bytes) << ", "
                 << resources.gpus << " GPUs, " << resources.ib_ports.size() << " IB ports)";
@@ -161,19 +138,18 @@ void Head::install_routes() {
       auto n = registry_.node(id);
       return n ? n->state : NodeState::kAlive;
     }();
-    const Json body = parse_body(req);
+    const auto body = requests::parse_heartbeat(parse_body(req));
     const int64_t now = now_ms();
     auto node = registry_.heartbeat(id, now);
     if (!node) return fail(res, 404, "no node " + std::to_string(id) + "; register again");
     if (before == NodeState::kLost) log::Info() << "node " << node->name << " is heard from again";
-    if (body.contains("gpus") && body["gpus"].is_array()) {
+    if (body.gpus) {
       std::lock_guard<std::mutex> lock(samples_mu_);
       auto& q = gpu_samples_[node->name];
-      q.push_back(Json{{"time_ms", now}, {"gpus", body["gpus"]}});
+      q.push_back(Json{{"time_ms", now}, {"gpus", *body.gpus}});
       while (q.size() > 600) q.pop_front();
     }
-    const Json orders = controller_->heartbeat(*node, body.value("tasks", Json::array()), req.remote_addr,
-                                               body.value("work_dir", std::string()), now);
+    const Json orders = controller_->heartbeat(*node, requests::to_json(body.tasks), req.remote_addr, body.work_dir, now);
     reply(res, 200, Json{{"shutdown", shutting_down_.load()}, {"tasks", orders}});
   });
 
@@ -181,8 +157,7 @@ void Head::install_routes() {
     const auto parsed = parse_int(req.matches[1].str(), 0, kInt64Max);
     if (!parsed) return fail(res, 404, "no node " + req.matches[1].str().substr(0, 40));
     const int64_t id = *parsed;
-    const Json body = parse_body(req);
-    const std::string reason = body.value("reason", std::string("agent left"));
+    const std::string reason = requests::parse_leave_reason(parse_body(req));
     if (!registry_.leave(id, reason, now_ms())) return fail(res, 404, "no node " + std::to_string(id));
     const auto node = registry_.node(id);
     log::Info() << "node " << (node ? node->name : std::to_string(id)) << " left: " << reason;
@@ -297,9 +272,7 @@ void Head::install_job_routes() {
   http.Post(R"(/api/jobs/job-(\d+)/stop)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;
-    const Json body = parse_body(req);
-    const double grace = body.value("grace_s", 10.0);
-    if (grace < 0 || grace > 3600) return fail(res, 400, "grace_s must be within 0..3600 seconds");
+    const double grace = requests::parse_stop_grace(parse_body(req));
     job = controller_->stop(job->id, grace, now_ms());
     reply(res, 200, Json{{"id", job->name()}, {"state", job_state_name(job->state)}});
   });
@@ -334,20 +307,17 @@ void Head::install_job_routes() {
   http.Post(R"(/api/jobs/job-(\d+)/logs)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;
-    const Json body = parse_body(req);
-    const int rank = body.at("rank").get<int>();
-    const std::string host = body.value("host", std::string());
-    for (const auto& c : body.value("chunks", Json::array()))
-      jobs_.append_log(job->id, body.value("attempt", 0), rank, host, c.value("stream", std::string("stdout")), c.value("offset", int64_t{0}),
-                       c.value("data", std::string()), c.value("eof", false));
+    const auto body = requests::parse_logs(parse_body(req));
+    for (const auto& c : body.chunks)
+      jobs_.append_log(job->id, body.attempt, body.rank, body.host, c.stream, c.offset, c.data, c.eof);
     reply(res, 200, Json::object());
   });
 
   http.Post(R"(/api/jobs/job-(\d+)/results)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;
-    const Json body = parse_body(req);
-    jobs_.put_result(job->id, body.at("rank").get<int>(), body.value("result", Json()));
+    const auto body = requests::parse_result(parse_body(req));
+    jobs_.put_result(job->id, body.rank, body.result);
     reply(res, 200, Json::object());
   });
 
@@ -363,7 +333,7 @@ void Head::install_job_routes() {
   http.Post(R"(/api/jobs/job-(\d+)/metrics)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;
-    jobs_.put_metrics(job->id, parse_body(req).value("rows", Json::array()), now_ms());
+    jobs_.put_metrics(job->id, requests::parse_metrics_rows(parse_body(req)), now_ms());
     reply(res, 200, Json::object());
   });
 }

@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "trainer/safetensors_header.h"
 
 namespace verl::trainer::safetensors {
 namespace {
@@ -24,8 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// A header larger than this is not a model's (HF's own reader refuses past 100 MB).
-constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 
@@ -40,13 +39,6 @@ constexpr DtypeName kDtypes[] = {
     {"BOOL", torch::kBool},
 };
 
-Error invalid(const std::string& path, const std::string& what, const std::string& hint = "") {
-  return Error{ExitCode::kInvalidConfig, "safetensors: " + path + ": " + what,
-               hint.empty() ? "the file is not a valid safetensors file (truncated or not written by "
-                              "safetensors/save_pretrained?)"
-                            : hint};
-}
-
 Error io_error(const std::string& what, const std::string& path, int err) {
   return Error{ExitCode::kFailure, "safetensors: cannot " + what + " " + path + ": " + std::strerror(err),
                "check the path, its permissions and free disk space"};
@@ -57,18 +49,6 @@ c10::optional<torch::Dtype> parse_dtype(const std::string& name) {
     if (name == d.name) return d.dtype;
   }
   return c10::nullopt;
-}
-
-std::string supported_dtypes() {
-  std::string s;
-  for (const auto& d : kDtypes) s += (s.empty() ? "" : ", ") + std::string(d.name);
-  return s;
-}
-
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
 }
 
 // Writes all of data or throws.
@@ -126,85 +106,24 @@ std::shared_ptr<const File> File::open(const std::string& path) {
     throw io_error("stat", path, err);
   }
   f->size_ = static_cast<size_t>(st.st_size);
-  if (f->size_ < 8) {
-    ::close(fd);
-    throw invalid(path, "file is " + std::to_string(f->size_) + " bytes, shorter than the 8-byte header length");
-  }
-  void* map = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* map = f->size_ == 0 ? MAP_FAILED : ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_err = errno;
   ::close(fd);  // the mapping keeps the file alive
+  if (f->size_ == 0) throw invalid(path, "file is 0 bytes, shorter than the 8-byte header length");
   if (map == MAP_FAILED) throw io_error("mmap", path, map_err);
   f->map_ = map;  // from here on the destructor unmaps
 
-  const auto* bytes = static_cast<const unsigned char*>(map);
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];  // little-endian
-  if (header_len > kMaxHeaderBytes || 8 + header_len > f->size_) {
-    throw invalid(path, "header length " + std::to_string(header_len) + " does not fit in the file of " +
-                            std::to_string(f->size_) + " bytes");
-  }
-  f->data_start_ = 8 + static_cast<size_t>(header_len);
-  const uint64_t data_size = f->size_ - f->data_start_;
-
-  json header;
-  try {
-    header = json::parse(reinterpret_cast<const char*>(bytes + 8),
-                         reinterpret_cast<const char*>(bytes + 8 + header_len));
-  } catch (const json::exception& e) {
-    throw invalid(path, std::string("header is not JSON: ") + e.what());
-  }
-  if (!header.is_object()) throw invalid(path, "header is not a JSON object");
-
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const json& v = it.value();
-    if (name == "__metadata__") {
-      if (!v.is_object()) throw invalid(path, "__metadata__ is not an object");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) throw invalid(path, "__metadata__ key '" + m.key() + "' is not a string");
-        f->metadata_[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    const std::string where = "tensor '" + name + "': ";
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets")) {
-      throw invalid(path, where + "entry needs dtype, shape and data_offsets");
-    }
+  // Validated without torch (trainer/safetensors_header.h): a view never reads past the mapping.
+  Header header = parse_header(static_cast<const unsigned char*>(map), f->size_, path);
+  f->data_start_ = header.data_start;
+  f->metadata_ = std::move(header.metadata);
+  for (auto& [name, e] : header.tensors) {
     TensorInfo info;
-    if (!v["dtype"].is_string()) throw invalid(path, where + "dtype is not a string");
-    const auto dtype = parse_dtype(v["dtype"].get<std::string>());
-    if (!dtype) {
-      throw invalid(path, where + "unknown dtype '" + v["dtype"].get<std::string>() + "'",
-                    "verlctl reads " + supported_dtypes());
-    }
-    info.dtype = *dtype;
-    if (!v["shape"].is_array()) throw invalid(path, where + "shape is not an array");
-    for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) throw invalid(path, where + "shape has a negative or non-integer size");
-      info.shape.push_back(d.get<int64_t>());
-    }
-    const json& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
-      throw invalid(path, where + "data_offsets is not two non-negative integers");
-    }
-    info.begin = off[0].get<uint64_t>();
-    info.end = off[1].get<uint64_t>();
-    if (info.end < info.begin || info.end > data_size) {
-      throw invalid(path, where + "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
-                              "] fall outside the " + std::to_string(data_size) + " data bytes (truncated file?)");
-    }
-    const uint64_t want = static_cast<uint64_t>(numel_of(info.shape)) * c10::elementSize(info.dtype);
-    if (info.end - info.begin != want) {
-      throw invalid(path, where + "shape and dtype make " + std::to_string(want) + " bytes but data_offsets span " +
-                              std::to_string(info.end - info.begin));
-    }
-    ranges.emplace_back(info.begin, info.end);
+    info.dtype = *parse_dtype(e.dtype);  // parse_header accepts only the names kDtypes has
+    info.shape = std::move(e.shape);
+    info.begin = e.begin;
+    info.end = e.end;
     f->tensors_.emplace(name, std::move(info));
-  }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i) {
-    if (ranges[i].first < ranges[i - 1].second) throw invalid(path, "two tensors' data_offsets overlap");
   }
   return f;
 }

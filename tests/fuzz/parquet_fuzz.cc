@@ -1,6 +1,6 @@
 // libFuzzer target for data/parquet.cc: any bytes either read as rows or give verl::Error, never
-// a crash, a read out of bounds (ASan) or an unbounded allocation. tests/fuzz/parquet_fuzz.sh
-// builds it with clang and runs it from the committed fixtures.
+// a crash, a read out of bounds (ASan) or an unbounded allocation. scripts/fuzz
+// builds it with clang and runs it from its seeds (tests/fuzz/corpus/parquet/).
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -34,6 +34,30 @@ TEST(Jinja, PrintsTextAndExpressions) {
             "None|True||{'k': 'v'}|['a', \"b'c\"]");
 }
 
+// Found by tests/fuzz/chat_template_fuzz.cc (with inputs longer than its seeds): the parser,
+// the renderer and the tree's destructor recurse once per level, and 3000 '(' or 'not' or nested
+// {% if %} overflowed the stack (SIGSEGV). Past the bounds it is a syntax error naming the tag.
+TEST(Jinja, NestingPastTheBoundsIsASyntaxErrorNotAStackOverflow) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  EXPECT_NE(error_of("{{ " + repeat("(", 3000) + "1" + repeat(")", 3000) + " }}").find("template line 1:1: a tag of 6001 tokens"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ " + repeat("not ", 3000) + "1 }}").find("at most 1000"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + repeat("[", 3000) + repeat("]", 3000) + " }}"), "");
+  EXPECT_NE(error_of("{{ x" + repeat(".a", 3000) + " }}"), "");
+  EXPECT_NE(error_of(repeat("{% if 1 %}", 3000) + "x" + repeat("{% endif %}", 3000)).find("blocks nested deeper than 100 levels"),
+            std::string::npos);
+  EXPECT_NE(error_of(repeat("{% for i in [1] %}", 101) + "x" + repeat("{% endfor %}", 101)), "");
+  // Up to the bounds it renders.
+  EXPECT_EQ(render("{{ " + repeat("(", 499) + "1" + repeat(")", 499) + " }}"), "1");
+  EXPECT_EQ(render("{{ " + repeat("not ", 998) + "1 }}"), "True");
+  EXPECT_EQ(render("{{ 1" + repeat(" ~ 1", 499) + " }}"), repeat("1", 500));
+  EXPECT_EQ(render(repeat("{% if 1 %}", 99) + "x" + repeat("{% endif %}", 99)), "x");
+}
+
 TEST(Jinja, StringLiteralEscapes) {
   EXPECT_EQ(render(R"({{ 'a\nb\t\'q\' \"d\" \\ \u00e9 \x41' }})"), "a\nb\t'q' \"d\" \\ \xc3\xa9 A");
   EXPECT_EQ(render(R"({{ "it's" 'concat' }})"), "it'sconcat");
