@@ -30,6 +30,7 @@ print(*[s.getsockname()[1] for s in ss])')
 "$v" down --name "$name" --timeout 10 >/dev/null 2>&1
 check "up and down left the spec and the token" '[ -s "$dir/cluster.json" ] && [ -s "$dir/token" ]'
 token=$(head -1 "$dir/token")
+: >"$dir/acked"
 
 start_head() {
   "$v" head --state-dir "$dir" >>"$dir/head-test.log" 2>&1 &
@@ -89,9 +90,9 @@ for t in ts: t.start()
 for t in ts: t.join()
 EOF
   burst=$!
-  before=$(wc -l <"$dir/acked" 2>/dev/null || echo 0)
+  before=$(wc -l <"$dir/acked")
   # Kill once this round's submits are flowing: at least 20 acknowledged.
-  for _ in $(seq 1 200); do [ "$(wc -l <"$dir/acked" 2>/dev/null || echo 0)" -ge $((before + 20)) ] && break; sleep 0.05; done
+  for _ in $(seq 1 200); do [ "$(wc -l <"$dir/acked")" -ge $((before + 20)) ] && break; sleep 0.05; done
   kill -9 "$head_pid"
   wait "$head_pid" 2>/dev/null
   head_pid=
