@@ -322,9 +322,13 @@ class Runner {
                     << (found.empty() ? "no owner (an older verlctl's job)" : found) << ", not " << owner << "; moved to "
                     << aside;
       }
-      const std::string fresh = t.dir + ".claim-" + std::to_string(::getpid());
-      fs::remove_all(fresh, ec);
-      files::make_dirs(fresh, 0700);
+      // mkdtemp: a name of its own even for agents in one process (the unit tests run several).
+      files::make_dirs(fs::path(t.dir).parent_path().string(), 0700);
+      std::string templ = t.dir + ".claim-XXXXXX";
+      if (!::mkdtemp(templ.data()))
+        throw Error(ExitCode::kFailure, "cannot make a directory beside " + t.dir + ": " + std::strerror(errno),
+                    "is the work directory writable?");
+      const std::string fresh = templ;
       files::write_atomic(fresh + "/" + kOwnerFile, owner + "\n", 0600);
       if (::rename(fresh.c_str(), t.dir.c_str()) == 0) return;
       fs::remove_all(fresh, ec);  // another agent made it first: look at its owner
@@ -417,10 +421,14 @@ class Runner {
   // nothing left the head saying "no report" about a node whose probes had all passed.
   void ship_result(Task& t) {
     std::string out, why;
-    try {
-      out = files::read_file(t.streams[0].path);
-    } catch (const Error& e) {
-      why = e.what();
+    if (t.streams[0].path.empty()) {
+      why = "the probe did not start: " + t.error;
+    } else {
+      try {
+        out = files::read_file(t.streams[0].path);
+      } catch (const Error& e) {
+        why = e.what();
+      }
     }
     Json result;
     if (why.empty()) {

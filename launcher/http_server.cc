@@ -79,6 +79,7 @@ class GuardedHttpServer::Connection : public httplib::Stream {
   bool is_writable() const override { return const_cast<Connection*>(this)->await(POLLOUT); }
 
   ssize_t read(char* ptr, size_t size) override {
+    if (dropped_) return -1;
     if (off_ >= len_) {
       if (!await(POLLIN)) return -1;
       off_ = len_ = 0;
@@ -108,6 +109,7 @@ class GuardedHttpServer::Connection : public httplib::Stream {
   }
   void get_local_ip_and_port(std::string& ip, int& port) const override { address_of(fd_, false, ip, port); }
   socket_t socket() const override { return fd_; }
+  bool dropped() const { return dropped_; }
 
  private:
   ssize_t recv_some(char* p, size_t n) {
@@ -117,10 +119,18 @@ class GuardedHttpServer::Connection : public httplib::Stream {
     }
   }
 
+  // Ends the connection: httplib answers a request it could not read with 400 and would keep the
+  // connection alive, so every later read and write fails, and the socket is shut down now.
+  void drop() {
+    dropped_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+  }
+
   // Whether the request may go on arriving at `now`; false (and the drop logged) when not.
   bool within_bounds(Clock::time_point now) {
     const HttpBounds& b = server_.bounds_;
     if (now - start_ >= b.request_timeout) {
+      drop();
       ++server_.dropped_late_;
       log::Warn() << "head: dropped the connection from " << ip_ << ":" << port_ << ": its request did not arrive within "
                   << b.request_timeout.count() << " ms";
@@ -129,6 +139,7 @@ class GuardedHttpServer::Connection : public httplib::Stream {
     if (!slow_ && now - start_ >= b.slow_after) {
       if (server_.slow_.fetch_add(1) >= b.max_slow) {
         --server_.slow_;
+        drop();
         ++server_.dropped_slow_;
         log::Warn() << "head: dropped the connection from " << ip_ << ":" << port_ << ": its request is still arriving after "
                     << b.slow_after.count() << " ms while " << b.max_slow << " slow ones are waited for";
@@ -142,6 +153,7 @@ class GuardedHttpServer::Connection : public httplib::Stream {
   // Waits until the socket is ready for `events`, up to httplib's timeout for one read or
   // write; while a request is arriving, a read also stops at the request's bounds.
   bool await(short events) {
+    if (dropped_) return false;
     const bool reading = events == POLLIN && reading_;
     const auto per_call = events == POLLIN ? to_ms(server_.read_timeout_sec_, server_.read_timeout_usec_)
                                            : to_ms(server_.write_timeout_sec_, server_.write_timeout_usec_);
@@ -169,6 +181,7 @@ class GuardedHttpServer::Connection : public httplib::Stream {
   Clock::time_point start_ = Clock::now();
   bool reading_ = false;
   bool slow_ = false;  // counted in server_.slow_
+  bool dropped_ = false;
 };
 
 bool GuardedHttpServer::listen_backlog(int backlog) {
@@ -192,7 +205,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
       bool closed = false;
       ret = process_request(c, /*close_connection=*/left == 1, closed, nullptr);
       c.end_request();
-      if (!ret || closed) break;
+      if (!ret || closed || c.dropped()) break;
     }
   }
   ::shutdown(sock, SHUT_RDWR);

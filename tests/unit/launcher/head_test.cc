@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -382,8 +383,8 @@ TEST(Head, SlowClientsAreDroppedAndDoNotHoldEveryWorker) {
   client.set_read_timeout(1s);
   const auto t0 = Clock::now();
   auto r = client.Get("/api/cluster", {{"Authorization", std::string("Bearer ") + kToken}});
-  ASSERT_TRUE(r) << "a real request was not answered while 8 slow clients were connected";
-  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(r) << "a real request was not answered while 8 slow clients were connected";
+  if (r) EXPECT_EQ(r->status, 200);
   EXPECT_LT(Clock::now() - t0, 1s);
   // Every slow connection is closed by the deadline (2 s from its accept), although it kept sending.
   EXPECT_TRUE(eventually([&] {
