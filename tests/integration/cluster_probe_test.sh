@@ -102,7 +102,9 @@ check "up says it runs the preflight" 'grep -q "preflight: probing every node" <
 check "up prints the probe table per node" 'grep -q "^node-0 .*tcp" <<<"$err" && grep -q "^node-1 .*shm" <<<"$err"'
 # Issue 16: on nodes without a CUDA device, one line for the GPU probes instead of a skipped row
 # per metric (15 a node), nodes alike on one line.
-if ! command -v nvidia-smi >/dev/null; then
+# (Whether this machine has a CUDA device: the gpu probe's own answer, not `command -v nvidia-smi`,
+# which a pyenv shim being rewritten answered once.)
+if "$v" probe --local --only gpu -o json 2>/dev/null | grep -q '"detail": *"skipped: no CUDA device'; then
   check "up folds the GPU rows into one no-CUDA line" 'grep -q "^node-0, node-1: no CUDA device: gpu, .*matmul, .*nccl_inter skipped — " <<<"$err" &&
     ! grep -q "^node-[01] *\(gpu\|h2d\|matmul\|nccl_intra\|nccl_inter\) " <<<"$err"'
 fi
