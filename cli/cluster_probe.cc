@@ -43,6 +43,18 @@ std::vector<probes::Row> probe_job_rows(const Json& job) {
       rows.push_back(r);
       continue;
     }
+    // The agent could not read the node's report: its reason, instead of rows (agent.cc).
+    if (results.at(rank).is_object() && results.at(rank).contains("error")) {
+      const Json& why = results.at(rank).at("error");
+      probes::Row r;
+      r.node = node;
+      r.probe = "report";
+      r.status = probes::Status::kFail;
+      r.detail = "the report from " + node + " (rank " + rank + ") is unreadable: " +
+                 (why.is_string() ? why.get<std::string>() : why.dump());
+      rows.push_back(r);
+      continue;
+    }
     try {
       for (auto& r : probes::rows_from_json(results.at(rank))) {
         r.node = node;  // the cluster's name for it: two agents on one machine share a hostname
@@ -125,7 +137,9 @@ void print_probe_report(std::ostream& out, bool json, const std::vector<probes::
     print_json(out, j);
     return;
   }
-  print_table(out, probes::table_header(), probes::table_cells(rows));
+  std::vector<std::string> no_device;
+  print_table(out, probes::table_header(), probes::table_cells(probes::fold_no_device_rows(rows, &no_device)));
+  for (const auto& line : no_device) out << line << "\n";
   // nccl-tests' own layout for each sweep: size, count, time, algbw, busbw, data check.
   for (const auto& r : rows) {
     if (!r.data.is_object() || !r.data.contains("sweep") || r.data.at("sweep").empty()) continue;

@@ -3,12 +3,16 @@
 // issue), queues it and places its ranks. Without --no-wait it follows the merged logs (stdout)
 // with progress (stderr) and exits with the job's result: 0 SUCCEEDED, 1 FAILED (printing the
 // failure), 130 when interrupted (the job keeps running).
+#include <unistd.h>
+
 #include <iostream>
+#include <sstream>
 
 #include "cli/app.h"
 #include "cli/head_target.h"
 #include "cli/job_view.h"
 #include "cli/output.h"
+#include "cli/status_line.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/hydra.h"
@@ -26,21 +30,6 @@ struct SubmitArgs {
   bool no_wait = false;
   TargetArgs target;
 };
-
-// Where a finished job left its files: the rank 0 directory, its logs and checkpoints.
-std::string where_files_are(const Json& job) {
-  const Json placement = job.value("placement", Json::array());
-  if (placement.empty() || !placement[0].contains("dir")) return {};
-  const std::string dir = placement[0]["dir"].get<std::string>();
-  std::string ckpt = job.contains("config") && job["config"].contains("trainer")
-                         ? job["config"]["trainer"].value("default_local_dir", std::string())
-                         : std::string();
-  if (!ckpt.empty() && ckpt[0] != '/') ckpt = dir + "/" + ckpt;
-  std::string out = "  job directory: " + dir + " (on " + placement[0].value("host", std::string("?")) + ")\n" +
-                    "  logs:          verlctl logs " + job.value("id", std::string()) + " (files in " + dir + "/logs)\n";
-  if (!ckpt.empty() && job.value("kind", std::string()) == "train") out += "  checkpoints:   " + ckpt + "\n";
-  return out;
-}
 
 }  // namespace
 
@@ -102,22 +91,39 @@ void register_submit(CLI::App& app, Context& ctx) {
     *ctx.err << "submitted " << id << " to cluster " << target.cluster << "; following its logs (Ctrl-C leaves it running)\n";
     FollowOptions fo;
     fo.interrupted = &launcher::install_stop_flag();
-    std::string last_progress;
-    fo.on_job = [&](const Json& job) {
-      const std::string line = progress_line(job);
-      if (line != last_progress) *ctx.err << line << "\n";
-      last_progress = line;
-    };
+    // On a terminal one live status line at the bottom; in a pipe, one every 10 s at most.
+    StatusLine status(*ctx.err, ::isatty(STDERR_FILENO) == 1, std::chrono::seconds(10));
+    fo.on_job = [&](const Json& job) { status.update(progress_line(job), StatusLine::Clock::now()); };
+    fo.before_lines = [&] { status.clear(); };
+    fo.after_lines = [&] { status.draw(); };
     std::ostringstream sink;  // -o json: the logs are not data then; the final job is
-    const Json job = follow_logs(*client, id, ctx.output == OutputFormat::kJson ? static_cast<std::ostream&>(sink) : *ctx.out, fo);
+    Json job;
+    try {
+      job = follow_logs(*client, id, ctx.output == OutputFormat::kJson ? static_cast<std::ostream&>(sink) : *ctx.out, fo);
+    } catch (...) {
+      status.finish();
+      throw;
+    }
+    status.finish();
     const std::string state = job.value("state", std::string());
     if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, job);
     const double took = job.contains("ended_ms") && job.contains("started_ms")
                             ? (job["ended_ms"].get<int64_t>() - job["started_ms"].get<int64_t>()) / 1000.0
                             : 0.0;
+    Json rows = Json::array();
+    if (job.value("kind", std::string()) == "train") {
+      try {
+        rows = client->get("/api/jobs/" + id + "/metrics").value("rows", Json::array());
+      } catch (const Error& e) {
+        *ctx.err << "(the job's metrics could not be read: " << e.what() << ")\n";
+      }
+    }
+    // The state line without the running score (the batch score is named below, with val/score).
+    Json ended = job;
+    ended.erase("latest_metrics");
     *ctx.err << id << " " << state << (took > 0 ? " after " + format_duration_s(took) : std::string()) << ":"
-             << progress_line(job).substr(id.size() + 1 + state.size()) << "\n"
-             << where_files_are(job);
+             << progress_line(ended).substr(id.size() + 1 + state.size()) << "\n"
+             << closing_summary(job, rows);
     if (state == "SUCCEEDED") return;
     if (state == "FAILED") {
       const int rank = job.contains("failure") ? job["failure"].value("rank", 0) : 0;

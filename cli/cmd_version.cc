@@ -27,7 +27,7 @@ std::string version_text() {
     return v.is_null() ? std::string("not compiled in") : v.get<std::string>();
   };
   std::string module = j["trainer_module"].get<std::string>();
-  return "verlctl " + j["version"].get<std::string>() + " (commit " + j["git_commit"].get<std::string>() + ")\n" +
+  return std::string(VERL_VERSION_LINE) + "\n" +
          "libtorch: " + or_not(j["libtorch"]) + (module.empty() ? "" : " (module " + module + ")") + "\n" +
          "CUDA: " + or_not(j["cuda"]) + "\n" + "NCCL: " + or_not(j["nccl"]);
 }

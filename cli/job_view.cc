@@ -72,6 +72,42 @@ std::string progress_line(const Json& job) {
   return out;
 }
 
+std::string closing_summary(const Json& job, const Json& rows) {
+  std::string out;
+  // The first and last rows that have the metric: "0.285 (step 0) -> 0.789 (step 300)".
+  auto trend = [&](const char* key, bool first_too) {
+    const Json* first = nullptr;
+    const Json* last = nullptr;
+    for (const auto& r : rows)
+      if (r.contains(key) && r[key].is_number()) {
+        if (!first) first = &r;
+        last = &r;
+      }
+    if (!last) return std::string();
+    auto at = [&](const Json* r) { return number((*r)[key]) + " (step " + std::to_string(r->value("step", int64_t{0})) + ")"; };
+    return first_too && first != last ? at(first) + " -> " + at(last) : at(last);
+  };
+  const std::string val = trend("val/score/mean", true), batch = trend("critic/score/mean", false);
+  if (!val.empty()) out += "  val/score:     " + val + "\n";
+  if (!batch.empty()) out += "  last batch:    critic/score/mean " + batch + " (training rollouts)\n";
+
+  const Json placement = job.value("placement", Json::array());
+  if (placement.empty() || !placement[0].contains("dir")) return out;
+  const std::string dir = placement[0]["dir"].get<std::string>();
+  out += "  job directory: " + dir + " (on " + placement[0].value("host", std::string("?")) + ")\n" +
+         "  logs:          verlctl logs " + job.value("id", std::string()) + " (files in " + dir + "/logs)\n";
+  if (job.value("kind", std::string()) != "train" || !job.contains("config")) return out;
+  const Json& trainer = job["config"].value("trainer", Json::object());
+  std::string ckpt = trainer.value("default_local_dir", std::string());
+  if (ckpt.empty()) return out;
+  if (ckpt[0] != '/') ckpt = dir + "/" + ckpt;
+  // The trainer saves every save_freq steps and at the last one; <= 0 saves none (its log says so).
+  const int64_t freq = trainer.contains("save_freq") && trainer["save_freq"].is_number_integer() ? trainer["save_freq"].get<int64_t>() : 0;
+  if (freq > 0) out += "  checkpoints:   " + ckpt + "\n";
+  else out += "  checkpoints:   none saved (trainer.save_freq=" + std::to_string(freq) + ")\n";
+  return out;
+}
+
 void print_job(std::ostream& out, const Json& j) {
   out << j.value("id", std::string("?")) << " (" << j.value("kind", std::string("?")) << "): "
       << j.value("state", std::string("?"));
@@ -130,8 +166,10 @@ Json follow_logs(launcher::HeadClient& client, const std::string& job, std::ostr
     first = false;
     const Json page = client.get(path);
     const Json lines = page.value("lines", Json::array());
+    if (!lines.empty() && o.before_lines) o.before_lines();
     for (const auto& l : lines) print_line(l);
     out.flush();
+    if (!lines.empty() && o.after_lines) o.after_lines();
     next = std::max(next, page.value("next", int64_t{0}));
     const bool done = page.value("done", false) && (o.tail >= 0 || lines.size() < 2000);
     if (Clock::now() - last_job_poll >= std::chrono::seconds(2) || done || !o.follow) {
@@ -143,8 +181,11 @@ Json follow_logs(launcher::HeadClient& client, const std::string& job, std::ostr
     if (done) {
       // The tail call's "done" covers lines up to now; anything after next was printed above.
       const Json rest = client.get("/api/jobs/" + job + "/logs?after=" + std::to_string(next) + "&limit=10000" + rank);
-      for (const auto& l : rest.value("lines", Json::array())) print_line(l);
+      const Json last = rest.value("lines", Json::array());
+      if (!last.empty() && o.before_lines) o.before_lines();
+      for (const auto& l : last) print_line(l);
       out.flush();
+      if (!last.empty() && o.after_lines) o.after_lines();
       return client.get("/api/jobs/" + job);
     }
     if (lines.empty()) {

@@ -23,6 +23,11 @@ std::string format_failure(const nlohmann::ordered_json& job);
 void print_job(std::ostream& out, const nlohmann::ordered_json& job);
 // One line of progress: "job-1 RUNNING step 5/20 score 0.41 ETA 30 s".
 std::string progress_line(const nlohmann::ordered_json& job);
+// submit's closing lines after the state: the scores, named (the validation score users track,
+// first -> last, and the last training batch's), from the job's metric rows
+// (GET /api/jobs/<id>/metrics), then where the job's files are: its directory, its logs, and its
+// checkpoints only when trainer.save_freq saved some.
+std::string closing_summary(const nlohmann::ordered_json& job, const nlohmann::ordered_json& metric_rows);
 
 struct FollowOptions {
   int rank = -1;            // -1: all ranks
@@ -32,6 +37,8 @@ struct FollowOptions {
   const std::atomic<bool>* interrupted = nullptr;
   // Called about every 2 s with the job (for progress lines); may be empty.
   std::function<void(const nlohmann::ordered_json&)> on_job;
+  // Called before and after each batch of log lines is written (a live status line steps aside).
+  std::function<void()> before_lines, after_lines;
 };
 // Prints the job's lines (prefixed) to out until the head says done (follow) or once; returns
 // the job as last seen. Throws verl::Error(interrupted) when *interrupted becomes true.

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -227,23 +228,11 @@ class Runner {
     if (cwd.empty() || cwd[0] == '/' || cwd.find("..") != std::string::npos)
       throw Error(ExitCode::kFailure, "the order's cwd '" + cwd + "' is not a relative path inside the work directory");
     t.dir = o_.work_dir + "/" + cwd;
+    claim_job_dir(t, order.value("owner", std::string()));
     files::make_dirs(t.dir + "/logs", 0700);
     const std::string base = t.dir + "/logs/rank-" + std::to_string(t.rank) + ".attempt-" + std::to_string(t.attempt);
     t.streams[0] = {"stdout", base + ".out"};
     t.streams[1] = {"stderr", base + ".err"};
-    // Job ids start again at job-1 on a new head: a log of the same rank and attempt here is
-    // another head's job's. Appending to it mixed two runs (and two probe reports; issue 16,
-    // case 12): it is moved aside, and the move is said.
-    for (const auto& s : t.streams) {
-      struct stat st {};
-      if (::stat(s.path.c_str(), &st) != 0) continue;
-      const std::string aside = s.path + ".replaced-" + std::to_string(::time(nullptr));
-      if (::rename(s.path.c_str(), aside.c_str()) == 0)
-        log::Warn() << "task " << t.id << ": " << s.path << " was an earlier job's (another head's); moved to " << aside;
-      else
-        throw Error(ExitCode::kFailure, "cannot move an earlier job's log " + s.path + " aside: " + std::strerror(errno),
-                    "remove it, or the job directory " + t.dir);
-    }
     const Json files = order.value("files", Json::object());  // items() of a temporary would dangle
     for (const auto& [name, text] : files.items()) {
       if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
@@ -291,6 +280,61 @@ class Runner {
       ::close(fd);
     }
     t.child = process::Child::spawn(argv, po, t.streams[0].path, t.streams[1].path);
+  }
+
+  static constexpr const char* kOwnerFile = ".verlctl-owner";
+
+  // A job directory belongs to one job of one head: its .verlctl-owner file names the store's
+  // incarnation and the job ("<incarnation>/job-1"). Job ids start again at job-1 in a new
+  // cluster's store, so a directory of that name may be another head's job's: appending to its
+  // logs mixed two runs (two probe reports in one file; issue 16, case 12), and its checkpoints
+  // would have been resumed as this job's. Such a directory, or one without an owner that is not
+  // empty, is moved aside whole (<dir>.replaced-<time>, said in the agent's log); this job's other
+  // ranks and later attempts find their owner and share it.
+  void claim_job_dir(const Task& t, const std::string& owner) {
+    namespace fs = std::filesystem;
+    if (owner.empty() || owner.find('\n') != std::string::npos)
+      throw Error(ExitCode::kFailure, "the order for " + t.id + " names no owner of its job directory",
+                  "the head is older than this agent: run the same verlctl on both ('verlctl up' again)");
+    // Agents on one machine share a work directory (local backend): a directory is only ever
+    // made whole, its owner inside, by a rename, so that no agent sees one without its owner.
+    for (int tries = 0; tries < 5; ++tries) {
+      std::error_code ec;
+      if (fs::exists(t.dir, ec)) {
+        std::string found;
+        try {
+          found = files::read_file(t.dir + "/" + kOwnerFile);
+        } catch (const Error&) {
+        }
+        while (!found.empty() && found.back() == '\n') found.pop_back();
+        if (found == owner) return;
+        if (found.empty() && ::rmdir(t.dir.c_str()) == 0) continue;  // empty: made fresh below
+        std::string aside = t.dir + ".replaced-" + std::to_string(::time(nullptr));
+        for (int i = 1; fs::exists(aside, ec); ++i)
+          aside = t.dir + ".replaced-" + std::to_string(::time(nullptr)) + "-" + std::to_string(i);
+        if (::rename(t.dir.c_str(), aside.c_str()) != 0) {
+          if (errno == ENOENT) continue;  // another agent moved it first
+          throw Error(ExitCode::kFailure, "cannot move " + t.dir + " (" + (found.empty() ? "no owner" : found) +
+                                              ") aside for " + owner + ": " + std::strerror(errno),
+                      "remove that directory");
+        }
+        log::Warn() << "task " << t.id << ": " << t.dir << " belonged to "
+                    << (found.empty() ? "no owner (an older verlctl's job)" : found) << ", not " << owner << "; moved to "
+                    << aside;
+      }
+      // mkdtemp: a name of its own even for agents in one process (the unit tests run several).
+      files::make_dirs(fs::path(t.dir).parent_path().string(), 0700);
+      std::string templ = t.dir + ".claim-XXXXXX";
+      if (!::mkdtemp(templ.data()))
+        throw Error(ExitCode::kFailure, "cannot make a directory beside " + t.dir + ": " + std::strerror(errno),
+                    "is the work directory writable?");
+      const std::string fresh = templ;
+      files::write_atomic(fresh + "/" + kOwnerFile, owner + "\n", 0600);
+      if (::rename(fresh.c_str(), t.dir.c_str()) == 0) return;
+      fs::remove_all(fresh, ec);  // another agent made it first: look at its owner
+    }
+    throw Error(ExitCode::kFailure, "cannot claim the job directory " + t.dir + " for " + owner,
+                "other processes keep changing it; remove it");
   }
 
   // Kills the task's container by name (docker/podman) and waits for that, up to 10 s.
@@ -372,18 +416,31 @@ class Runner {
     if (gone) t.metrics_done = true;
   }
 
+  // A probe task's stdout is its report, one JSON document. One that is missing or does not
+  // parse is sent as {"error": why} (the head shows it as the node's report row): sending
+  // nothing left the head saying "no report" about a node whose probes had all passed.
   void ship_result(Task& t) {
-    std::string out;
-    try {
-      out = files::read_file(t.streams[0].path);
-    } catch (const Error&) {
+    std::string out, why;
+    if (t.streams[0].path.empty()) {
+      why = "the probe did not start: " + t.error;
+    } else {
+      try {
+        out = files::read_file(t.streams[0].path);
+      } catch (const Error& e) {
+        why = e.what();
+      }
     }
-    Json result = Json::parse(out, nullptr, /*allow_exceptions=*/false);
-    if (result.is_discarded()) {
-      t.result_sent = true;  // nothing to send: the task's log says why, and so does the agent's
-      log::Err() << "task " << t.id << ": its report " << t.streams[0].path << " is not one JSON document ("
-                 << out.size() << " bytes); nothing sent to the head";
-      return;
+    Json result;
+    if (why.empty()) {
+      try {
+        result = Json::parse(out);
+      } catch (const Json::exception& e) {
+        why = "its report " + t.streams[0].path + " (" + std::to_string(out.size()) + " bytes) is not one JSON document: " + e.what();
+      }
+    }
+    if (!why.empty()) {
+      log::Err() << "task " << t.id << ": " << why;
+      result = Json{{"error", why}};
     }
     bool gone = false;
     if (post("/api/jobs/" + t.job + "/results", Json{{"rank", t.rank}, {"result", result}}, &gone) || gone)

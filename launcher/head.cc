@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <limits>
 
 #include <httplib.h>
@@ -11,6 +13,7 @@
 #include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "launcher/http_server.h"
 
 namespace verl::launcher {
 namespace {
@@ -68,15 +71,26 @@ int64_t now_ms() {
       .count();
 }
 
+// One worker per agent (each heartbeats and ships logs) plus room for clients, at least 8.
+namespace {
+
+int listen_backlog(const HeadOptions& o) { return static_cast<int>(std::max<size_t>(128, 4 * o.expected_nodes.size())); }
+
+size_t worker_count(const HeadOptions& o) { return std::max<size_t>(8, 2 * o.expected_nodes.size() + 8); }
+
+}  // namespace
+
 struct Head::Server {
-  httplib::Server http;
+  // At most half of the workers wait for slow requests: the other half serve the agents.
+  explicit Server(const HeadOptions& o) : http(HttpBounds{o.request_timeout, o.slow_request_after, worker_count(o) / 2}) {}
+  GuardedHttpServer http;
 };
 
 Head::Head(HeadOptions options)
     : options_(std::move(options)),
       registry_(options_.db_path),
       jobs_(options_.db_path),
-      server_(std::make_unique<Server>()) {
+      server_(std::make_unique<Server>(options_)) {
   if (options_.token.empty())
     throw Error(ExitCode::kFailure, "the head needs a token", "verlctl up writes one into the state directory");
 }
@@ -359,8 +373,7 @@ void Head::start() {
   http.set_payload_max_length(size_t{32} << 20);
   http.set_keep_alive_timeout(5);
   http.set_keep_alive_max_count(100);
-  // One worker per agent (each heartbeats and ships logs) plus room for clients, at least 8.
-  const size_t workers = std::max<size_t>(8, 2 * options_.expected_nodes.size() + 8);
+  const size_t workers = worker_count(options_);
   http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
   registry_.clear();
   started_ms_ = now_ms();
@@ -371,6 +384,7 @@ void Head::start() {
   co.cluster_name = options_.cluster_name;
   co.heartbeat_timeout_ms = options_.heartbeat_timeout.count();
   co.head_started_ms = started_ms_;
+  co.node_order = options_.expected_nodes;
   controller_ = std::make_unique<JobController>(jobs_, registry_, co);
   controller_->note_restart(started_ms_);
   if (options_.port == 0) {
@@ -383,6 +397,10 @@ void Head::start() {
     throw Error(ExitCode::kFailure,
                 "the head cannot listen on " + options_.bind_host + ":" + std::to_string(options_.port),
                 "is the port in use (another cluster's head)? pick another with head.dashboard_port=PORT");
+  // Every agent may connect at once (all of them register again after a head restart): room
+  // for each in the accept queue, so that none loses its SYN and waits a second to resend it.
+  if (!http.listen_backlog(listen_backlog(options_)))
+    log::Warn() << "head: cannot set the listen backlog of port " << port_ << ": " << std::strerror(errno);
   listen_thread_ = std::thread([this] {
     try {
       server_->http.listen_after_bind();

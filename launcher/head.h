@@ -55,6 +55,11 @@ struct HeadOptions {
   std::chrono::milliseconds heartbeat_timeout{10000};
   std::chrono::milliseconds sweep_interval{200};
   std::chrono::milliseconds shutdown_grace{5000};
+  // A request (line, headers and body) must arrive within request_timeout of its start; one
+  // still arriving after slow_request_after is slow, and half the workers at most wait for
+  // slow ones (http_server.h).
+  std::chrono::milliseconds request_timeout{10000};
+  std::chrono::milliseconds slow_request_after{1000};
   int store_port = 6379;  // head.store_port: each job's rank 0 binds it (docs/API.md, rendezvous)
   nlohmann::ordered_json spec_env = nlohmann::ordered_json::object();  // the spec's env, for every rank
   nlohmann::ordered_json container = nullptr;  // the spec's container section (ControllerOptions)

@@ -1,5 +1,6 @@
 #include "launcher/job_controller.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -158,7 +159,9 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
     if (q.device.rfind("cuda:", 0) == 0) visible += (visible.empty() ? "" : ",") + q.device.substr(5);
   }
   Json order = {{"task", p.task_id()}, {"action", "start"}, {"job", job.name()}, {"rank", p.rank},
-                {"attempt", p.attempt}, {"kind", job.kind}, {"cwd", job_dir(job)}};
+                {"attempt", p.attempt}, {"kind", job.kind}, {"cwd", job_dir(job)},
+                // Whose the directory is: job ids start again in a new cluster's store (agent.h).
+                {"owner", store_.incarnation() + "/" + job.name()}};
   if (job.kind == "train") {
     env.insert(env.end(), {"RANK=" + std::to_string(p.rank), "WORLD_SIZE=" + std::to_string(job.world_size),
                            "LOCAL_RANK=" + std::to_string(p.local_rank),
@@ -420,6 +423,16 @@ void JobController::schedule(int64_t now_ms) {
   std::vector<NodeRecord> alive;
   for (const auto& n : registry_.nodes())
     if (n.state == NodeState::kAlive) alive.push_back(n);
+  // The spec's order, not the registry's: agents register in whatever order they start (under
+  // load node-1 before node-0), and a probe's or a job's rank 0 went to whichever came first
+  // (issue 16, case 11: cluster_probe_test found nccl_inter's rank 0 on node-1 under ctest -j 2).
+  std::stable_sort(alive.begin(), alive.end(), [&](const NodeRecord& a, const NodeRecord& b) {
+    auto index = [&](const std::string& name) {
+      const auto it = std::find(options_.node_order.begin(), options_.node_order.end(), name);
+      return static_cast<size_t>(it - options_.node_order.begin());
+    };
+    return index(a.name) < index(b.name);
+  });
   // The slots in use: what the store holds, plus what this pass places (issue 16, case 4: ten
   // jobs placed in one pass all went to node-0, and GPU indices were handed out twice).
   auto active = store_.active_placements();

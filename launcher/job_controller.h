@@ -40,6 +40,9 @@ struct ControllerOptions {
   std::string cluster_name = "local";  // in container names, so that clusters on one host differ
   int64_t heartbeat_timeout_ms = 10000;
   int64_t head_started_ms = 0;  // nodes missing this long after it are gone (head restarted)
+  // The spec's nodes, in the spec's order: jobs take nodes in this order (rank 0 on the first
+  // alive one), whatever order their agents registered in; nodes not in it come after, by id.
+  std::vector<std::string> node_order;
 };
 
 // The spec's env as NAME=value entries, in the spec's order (null: verlctl sets nothing for it).

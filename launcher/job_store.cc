@@ -2,6 +2,8 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <random>
+
 #include "common/error.h"
 
 namespace verl::launcher {
@@ -91,6 +93,18 @@ void insert_line(SQLite::Database& db, int64_t job, int rank, const std::string&
   q.bind(4, stream);
   q.bind(5, text);
   q.exec();
+}
+
+// n hex digits from the system's random source.
+std::string random_hex(size_t n) {
+  std::random_device rd;
+  std::string out;
+  static const char kDigits[] = "0123456789abcdef";
+  while (out.size() < n) {
+    uint32_t v = rd();
+    for (int i = 0; i < 8 && out.size() < n; ++i, v >>= 4) out.push_back(kDigits[v & 15]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -191,7 +205,16 @@ JobStore::JobStore(const std::string& path) {
         " job INTEGER NOT NULL, step INTEGER NOT NULL, row TEXT NOT NULL, received_ms INTEGER NOT NULL,"
         " PRIMARY KEY (job, step));"
         "CREATE TABLE IF NOT EXISTS job_results ("
-        " job INTEGER NOT NULL, rank INTEGER NOT NULL, result TEXT NOT NULL, PRIMARY KEY (job, rank));");
+        " job INTEGER NOT NULL, rank INTEGER NOT NULL, result TEXT NOT NULL, PRIMARY KEY (job, rank));"
+        "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
+    // The first head to open the database draws its incarnation; later ones read it.
+    {
+      SQLite::Statement put(*db_, "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('incarnation', ?)");
+      put.bind(1, random_hex(16));
+      put.exec();
+      SQLite::Statement get(*db_, "SELECT value FROM store_meta WHERE key = 'incarnation'");
+      if (get.executeStep()) incarnation_ = get.getColumn(0).getString();
+    }
   } catch (const SQLite::Exception& e) {
     throw Error(ExitCode::kFailure, "cannot open the job store " + path + ": " + e.what(),
                 "check that the state directory is writable");

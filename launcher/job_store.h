@@ -97,6 +97,12 @@ class JobStore {
   explicit JobStore(const std::string& path);
   ~JobStore();
 
+  // This store's identity: 16 hex digits drawn when the database was created, the same for
+  // every head that opens it again (a restart), another for a new cluster's database. Job ids
+  // start again at job-1 in a new one; with this, a node tells the new job-1 from an old head's
+  // job-1 in the same directory (issue 16, case 12).
+  const std::string& incarnation() const { return incarnation_; }
+
   // A new PENDING job (with its PENDING event); returns it with its id.
   JobRecord create(JobRecord job, int64_t now_ms);
   std::optional<JobRecord> job(int64_t id) const;
@@ -142,6 +148,7 @@ class JobStore {
  private:
   mutable std::mutex mu_;
   std::unique_ptr<SQLite::Database> db_;
+  std::string incarnation_;
 };
 
 }  // namespace verl::launcher

@@ -4,7 +4,7 @@
 // job being placed (a CPU node runs as many ranks as the job asks for per node). A slot runs
 // one rank at a time. A trainer job needs nnodes distinct alive nodes with n_gpus_per_node free
 // slots each; ranks are numbered node by node (rank = node_index * n_gpus_per_node + local_rank),
-// nodes taken in the order given (the registry's, by id). A GPU rank gets the lowest free GPU
+// nodes taken in the order given (the spec's, job_controller.cc). A GPU rank gets the lowest free GPU
 // index of its node.
 #pragma once
 

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -82,6 +83,12 @@ const char* const kTicksFn =
     "t() { sed 's/.*) //' \"/proc/$1/stat\" 2>/dev/null | awk '$1 != \"Z\" && $1 != \"X\" {print $20}'; }";
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// Whether path is the binary this process runs (the same file, whatever the path's spelling).
+bool is_self(const std::string& path) {
+  std::error_code ec;
+  return fs::equivalent(path, process::self_exe(), ec);
+}
 
 // key=value lines of a remote command's output.
 std::map<std::string, std::string> parse_fields(const std::string& out) {
@@ -398,11 +405,26 @@ class SshBackend : public Backend {
 
   // This machine's verlctl: its --version line and size, what auto compares with (agent_spec
   // is const and may run on several threads: computed once).
+  //
+  // When exe_ is this process's own binary, its version is the one compiled in: nothing runs.
+  // Running it would be wrong where this process is not verlctl: the unit tests pass their own
+  // binary, whose `--version` is no flag to gtest, so it ran every test again, which ran it
+  // again (a fork chain of `verl_unit_tests --version`). Any other binary runs with
+  // VERLCTL_VERSION_PROBE set, and a process that has it set runs none: the chain ends at one.
   std::pair<std::string, std::string> local_version() const {
     std::call_once(version_once_, [this] {
+      std::error_code ec;
+      if (is_self(exe_)) {
+        local_version_ = {VERL_VERSION_LINE, std::to_string(fs::file_size(exe_, ec))};
+        return;
+      }
+      if (std::getenv("VERLCTL_VERSION_PROBE")) {
+        local_version_ = {"(" + exe_ + " not run: this process is itself a --version probe)", "0"};
+        return;
+      }
       process::Options o;
       o.timeout = std::chrono::seconds(10);
-      std::error_code ec;
+      o.env = {"VERLCTL_VERSION_PROBE=1"};
       try {
         const auto r = process::run({exe_, "--version"}, o);
         local_version_ = {first_line(r.out), std::to_string(fs::file_size(exe_, ec))};

@@ -1,5 +1,6 @@
 #include "probes/harness.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -188,6 +189,63 @@ std::vector<std::vector<std::string>> table_cells(const std::vector<Row>& rows) 
                    r.detail});
   }
   return out;
+}
+
+std::vector<Row> fold_no_device_rows(const std::vector<Row>& rows, std::vector<std::string>* lines) {
+  static const std::string kPrefix = "skipped: no CUDA device";
+  struct Folded {
+    std::vector<std::string> probes;
+    std::string cause;
+  };
+  std::vector<std::string> order;  // nodes, as they first come
+  std::map<std::string, Folded> by_node;
+  std::vector<Row> kept;
+  for (const auto& r : rows) {
+    if (r.status != Status::kSkipped || r.detail.rfind(kPrefix, 0) != 0) {
+      kept.push_back(r);
+      continue;
+    }
+    auto [it, fresh] = by_node.try_emplace(r.node);
+    if (fresh) order.push_back(r.node);
+    Folded& f = it->second;
+    if (std::find(f.probes.begin(), f.probes.end(), r.probe) == f.probes.end()) f.probes.push_back(r.probe);
+    // The cause is the first row's parenthesis ("(cudaGetDeviceCount: ...)"); nccl rows add
+    // their rendezvous after it, which their JSON keeps.
+    if (f.cause.empty()) {
+      std::string c = r.detail.substr(kPrefix.size());
+      if (c.rfind(" (", 0) == 0) {
+        int depth = 0;
+        size_t end = 1;
+        for (; end < c.size(); ++end) {
+          if (c[end] == '(') ++depth;
+          else if (c[end] == ')' && --depth == 0) break;
+        }
+        c = c.substr(2, end - 2);
+      } else {
+        c.erase(0, c.find_first_not_of(":; "));
+      }
+      f.cause = c;
+    }
+  }
+  // Nodes with the same probes and cause share one line.
+  std::vector<bool> done(order.size(), false);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (done[i]) continue;
+    const Folded& f = by_node[order[i]];
+    std::string nodes = order[i];
+    for (size_t j = i + 1; j < order.size(); ++j) {
+      const Folded& g = by_node[order[j]];
+      if (!done[j] && g.probes == f.probes && g.cause == f.cause) {
+        nodes += ", " + order[j];
+        done[j] = true;
+      }
+    }
+    std::string probes;
+    for (const auto& p : f.probes) probes += (probes.empty() ? "" : ", ") + p;
+    lines->push_back((nodes.empty() ? "" : nodes + ": ") + "no CUDA device: " + probes + " skipped" +
+                     (f.cause.empty() ? "" : " \u2014 " + f.cause));
+  }
+  return kept;
 }
 
 Json to_json(const std::vector<Row>& rows) {

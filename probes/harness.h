@@ -42,6 +42,12 @@ std::string failed_names(const std::vector<Row>& rows);
 // The report: a table (header, cells) and JSON {rows: [...], summary: {pass, warn, fail, skipped}}.
 std::vector<std::string> table_header();
 std::vector<std::vector<std::string>> table_cells(const std::vector<Row>& rows);
+// On a node without a CUDA device every GPU probe is one "skipped: no CUDA device (<cause>)"
+// row per metric (15 of them, the same long cause in each): the table shows them as one line
+// per node instead, "node-0: no CUDA device: gpu, h2d, ... skipped — <cause>" (nodes with the same
+// probes and cause share it). Returns the rows the table keeps; `lines` gets the folded lines.
+// JSON keeps every row.
+std::vector<Row> fold_no_device_rows(const std::vector<Row>& rows, std::vector<std::string>* lines);
 Json to_json(const std::vector<Row>& rows);
 // The rows of a to_json() report (another node's, sent through the head). Throws
 // verl::Error(failure) naming what is missing when it is not one.

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -16,6 +18,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 constexpr const char* kToken = "feedfacefeedfacefeedfacefeedface";
@@ -128,6 +131,107 @@ TEST(Agent, WrongTokenIsAnErrorNotARetryLoop) {
   EXPECT_TRUE(head.registry().nodes().empty());
 }
 
+// A probe task runs `exe probe ...`: here a script that prints what it is given, so that the
+// tests choose the report.
+class ProbeTasks : public ::testing::Test {
+ protected:
+  ProbeTasks() : dir_(fs::temp_directory_path() / ("verl_agent_" + std::to_string(::getpid()))) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "work");
+  }
+  ~ProbeTasks() override { fs::remove_all(dir_); }
+  std::string script(const std::string& body) {
+    const fs::path p = dir_ / "fake-verlctl";
+    std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
+    fs::permissions(p, fs::perms::owner_all);
+    return p.string();
+  }
+  AgentOptions options(int port, const std::string& name, const std::string& exe) {
+    auto o = agent_options(port, name);
+    o.work_dir = (dir_ / "work").string();
+    o.exe = exe;
+    o.sample_gpus = false;
+    o.exit_after = 5000ms;
+    return o;
+  }
+  // Submits a probe job and waits for it to end; returns its detail.
+  Json run_probe(Head& head) {
+    HeadClient client(HeadAddress{"127.0.0.1", head.port()}, kToken);
+    const std::string id = client.post("/api/jobs", Json{{"kind", "probe"}, {"argv", {"probe"}}}).at("id");
+    Json job;
+    eventually([&] {
+      job = client.get("/api/jobs/" + id);
+      return job.value("state", "") == "SUCCEEDED" || job.value("state", "") == "FAILED";
+    }, 10000ms);
+    return job;
+  }
+  fs::path dir_;
+};
+
+// Two reports in one stdout (what appending to an earlier job's log gave): the head gets the
+// agent's reason as the rank's result, where it used to get nothing (issue 16, case 12).
+TEST_F(ProbeTasks, AReportThatDoesNotParseIsSentAsAnErrorWithItsReason) {
+  Head head(head_options());
+  head.start();
+  std::atomic<bool> stop{false};
+  const auto exe = script("echo '{\"rows\": []}'; echo '{\"rows\": []}'");
+  auto agent = std::async(std::launch::async, [&] { return run_agent(options(head.port(), "node-0", exe), stop); });
+  const Json job = run_probe(head);
+  stop = true;
+  agent.wait();
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump();
+  const Json results = job.value("results", Json::object());
+  ASSERT_TRUE(results.contains("0")) << "no result sent for rank 0: " << job.dump();
+  const std::string why = results["0"].value("error", "");
+  EXPECT_NE(why.find("rank-0.attempt-0.out (26 bytes) is not one JSON document"), std::string::npos) << why;
+}
+
+// A job directory of the same name from another store (another cluster's head, whose job ids
+// also started at job-1) is moved aside whole; this job's ranks on agents sharing the work
+// directory (the local backend) share the new one.
+TEST_F(ProbeTasks, AnotherHeadsJobDirectoryIsMovedAsideAndRanksShareTheirOwn) {
+  const fs::path old = dir_ / "work" / "jobs" / "job-1";
+  fs::create_directories(old / "logs");
+  fs::create_directories(old / "checkpoints");
+  std::ofstream(old / ".verlctl-owner") << "0123456789abcdef/job-1\n";
+  std::ofstream(old / "logs" / "rank-0.attempt-0.out") << "{\"rows\": [\"old\"]}\n";
+  std::ofstream(old / "checkpoints" / "latest") << "old run's step 300\n";
+
+  Head head(head_options());
+  head.start();
+  std::atomic<bool> stop{false};
+  const auto exe = script("echo '{\"rows\": []}'");
+  auto a0 = std::async(std::launch::async, [&] { return run_agent(options(head.port(), "node-0", exe), stop); });
+  auto a1 = std::async(std::launch::async, [&] { return run_agent(options(head.port(), "node-1", exe), stop); });
+  ASSERT_TRUE(eventually([&] { return head.registry().nodes().size() == 2; }));
+  const Json job = run_probe(head);
+  stop = true;
+  a0.wait();
+  a1.wait();
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump();
+  EXPECT_EQ(job.value("results", Json::object()).size(), 2u) << job.dump();
+
+  std::ifstream owner(old / ".verlctl-owner");
+  std::string line;
+  std::getline(owner, line);
+  EXPECT_EQ(line, head.jobs().incarnation() + "/job-1");
+  EXPECT_EQ(head.jobs().incarnation().size(), 16u);
+  EXPECT_FALSE(fs::exists(old / "checkpoints")) << "the old run's checkpoints would be resumed as this job's";
+  for (const char* f : {"rank-0.attempt-0.out", "rank-1.attempt-0.out"}) {
+    std::ifstream in(old / "logs" / f);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, "{\"rows\": []}\n") << f;
+  }
+  int aside = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "work" / "jobs")) {
+    if (e.path().filename().string().rfind("job-1.replaced-", 0) != 0) continue;
+    ++aside;
+    std::ifstream in(e.path() / "checkpoints" / "latest");
+    std::getline(in, line);
+    EXPECT_EQ(line, "old run's step 300");
+  }
+  EXPECT_EQ(aside, 1) << "the old directory is moved aside once, whole";
+}
 
 }  // namespace
 }  // namespace verl::launcher

@@ -10,6 +10,8 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "common/process.h"
+#include "verl/build_info.h"
 
 namespace verl::launcher {
 namespace {
@@ -155,6 +157,45 @@ TEST_F(TempHome, SshNodeElsewhereWithALoopbackHeadIsInvalidConfig) {
   UpOptions here;
   here.overrides = {"backend=ssh", "nodes=[{host: 127.0.0.2}, {host: 127.0.0.3}]"};
   EXPECT_EQ(plan_up(here).daemons.size(), 3u);
+}
+
+// This binary's version is the one compiled in: the test binary (what `up` passes as exe in the
+// unit tests) is not run with --version, which gtest takes for no flag and so ran every test
+// again, each running it again (issue 16: a fork chain of `verl_unit_tests --version`).
+TEST_F(TempHome, SshPlanTakesItsOwnVersionWithoutRunningItself) {
+  UpOptions o;
+  o.exe = process::self_exe();
+  o.overrides = {"backend=ssh", "nodes=[{host: 127.0.0.2}]"};
+  const auto plan = plan_up(o);
+  const std::string& sync = plan.daemons.at(1).remote.at(2);
+  EXPECT_NE(sync.find("if [ \"$v\" = '" VERL_VERSION_LINE "' ]"), std::string::npos) << sync;
+}
+
+// Another binary runs once with --version and VERLCTL_VERSION_PROBE set; a process that has it
+// set runs none, so that a binary which is not verlctl cannot start a chain.
+TEST_F(TempHome, SshPlanRunsAnotherBinarysVersionOnceAndNeverFromAProbe) {
+  fs::create_directories(home_);
+  const fs::path exe = home_ / "fake-verlctl", runs = home_ / "runs";
+  std::ofstream(exe) << "#!/bin/sh\necho \"$VERLCTL_VERSION_PROBE\" >>'" << runs.string() << "'\necho 'verlctl 9.9 (commit fake)'\n";
+  fs::permissions(exe, fs::perms::owner_all);
+  UpOptions o;
+  o.exe = exe.string();
+  o.overrides = {"backend=ssh", "nodes=[{host: 127.0.0.2}]"};
+  EXPECT_NE(plan_up(o).daemons.at(1).remote.at(2).find("'verlctl 9.9 (commit fake)'"), std::string::npos);
+  std::ifstream in(runs);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line)) << "the other binary was not run";
+  EXPECT_EQ(line, "1") << "it runs with VERLCTL_VERSION_PROBE=1";
+  EXPECT_FALSE(std::getline(in, line)) << "run more than once";
+
+  ::setenv("VERLCTL_VERSION_PROBE", "1", 1);
+  const auto probe_plan = plan_up(o);
+  ::unsetenv("VERLCTL_VERSION_PROBE");
+  EXPECT_NE(probe_plan.daemons.at(1).remote.at(2).find("not run: this process is itself a --version probe"), std::string::npos);
+  std::ifstream again(runs);
+  int n = 0;
+  while (std::getline(again, line)) ++n;
+  EXPECT_EQ(n, 1) << "a probe process ran the binary again";
 }
 
 // --accept-new-host-keys is for the up that is given it: its backend adds unknown keys, the

@@ -7,7 +7,19 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -346,6 +358,100 @@ TEST(Head, PortInUseIsAnErrorNamingIt) {
     EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(first.port())), std::string::npos) << e.what();
     EXPECT_NE(e.hint().find("head.dashboard_port"), std::string::npos);
   }
+}
+
+// A raw client socket on the head's port, non-blocking once connected.
+int connect_raw(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, O_NONBLOCK);
+  return fd;
+}
+
+// Whether the server has closed fd: a read sees the end, or a reset.
+bool closed_by_server(int fd) {
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, 0);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+// Slowloris: 8 connections that send their headers a byte at a time. Half the workers at most
+// wait for slow requests, so a real one is answered at once; every slow one is dropped by the
+// request deadline. Before, each held a worker for as long as it kept sending (httplib's read
+// timeout is per read), and 8 held every worker of a head without agents (issue 16).
+TEST(Head, SlowClientsAreDroppedAndDoNotHoldEveryWorker) {
+  auto o = fast_options();
+  o.expected_nodes = {};  // the smallest pool: 8 workers
+  o.request_timeout = 2000ms;
+  o.slow_request_after = 300ms;
+  Head head(o);
+  head.start();
+  std::vector<int> slow;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = connect_raw(head.port());
+    ASSERT_GE(fd, 0);
+    const std::string start = "POST /api/nodes/register HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    ASSERT_EQ(::send(fd, start.data(), start.size(), MSG_NOSIGNAL), static_cast<ssize_t>(start.size()));
+    slow.push_back(fd);
+  }
+  // One byte every 100 ms from each: well within httplib's 5 s per read.
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    while (!done) {
+      for (int fd : slow) (void)!::send(fd, "a", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  std::this_thread::sleep_for(600ms);  // every slow one past slow_request_after
+  httplib::Client client("127.0.0.1", head.port());
+  client.set_connection_timeout(1s);
+  client.set_read_timeout(1s);
+  const auto t0 = Clock::now();
+  auto r = client.Get("/api/cluster", {{"Authorization", std::string("Bearer ") + kToken}});
+  EXPECT_TRUE(r) << "a real request was not answered while 8 slow clients were connected";
+  if (r) EXPECT_EQ(r->status, 200);
+  EXPECT_LT(Clock::now() - t0, 1s);
+  // Every slow connection is closed by the deadline (2 s from its accept), although it kept sending.
+  EXPECT_TRUE(eventually([&] {
+    for (int fd : slow)
+      if (!closed_by_server(fd)) return false;
+    return true;
+  }, 3000ms)) << "a slow connection outlived the request deadline";
+  done = true;
+  trickle.join();
+  for (int fd : slow) ::close(fd);
+}
+
+// The accept queue has room for every agent connecting at once (httplib listens with 5): the
+// kernel's view of the listening socket, as `ss` shows it (Send-Q is the backlog).
+TEST(Head, ListenBacklogIsSizedForTheAgents) {
+  if (std::system("command -v ss >/dev/null 2>&1") != 0) GTEST_SKIP() << "no ss (iproute2) to read the backlog";
+  auto o = fast_options();
+  for (int i = 0; i < 200; ++i) o.expected_nodes.push_back("node-" + std::to_string(i));
+  Head head(o);
+  head.start();
+  const std::string cmd = "ss -Hltn 'sport = :" + std::to_string(head.port()) + "'";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char line[512] = {0};
+  const bool got = std::fgets(line, sizeof line, p) != nullptr;
+  ::pclose(p);
+  ASSERT_TRUE(got) << cmd << " printed nothing";
+  std::istringstream in(line);
+  std::string state;
+  long recv_q = 0, backlog = 0;
+  in >> state >> recv_q >> backlog;
+  std::ifstream max_file("/proc/sys/net/core/somaxconn");
+  long somaxconn = 4096;
+  max_file >> somaxconn;
+  EXPECT_EQ(backlog, std::min<long>(4 * 202, somaxconn)) << line;
 }
 
 TEST(HeadAddress, ParsesHostPortAndRejectsTheRest) {

@@ -205,6 +205,33 @@ TEST(JobController, AProbeJobsTasksAreRanksOfOneRendezvousOnAFreePort) {
   EXPECT_TRUE(has_env(order_of(c.beat(c.n1, Json::array(), 900), next->name()), "MASTER_PORT=29500"));
 }
 
+// Agents register in whatever order they start: under load node-1's came first, and a probe
+// job's rank 0 (and a training job's) went to node-1 (issue 16, case 11, seen by
+// cluster_probe_test under ctest -j 2). Ranks follow the spec's node order instead.
+TEST(JobController, RanksFollowTheSpecsNodeOrderNotTheRegistrationOrder) {
+  JobStore store(":memory:");
+  NodeRegistry registry(":memory:");
+  ControllerOptions o;
+  o.store_port = 29500;
+  o.node_order = {"node-0", "node-1"};
+  JobController ctl(store, registry, o);
+  Resources r;
+  r.cpus = 2;
+  registry.register_node("node-1", "host-b", 2, r, 0);  // first to register
+  registry.register_node("node-0", "host-a", 1, r, 0);
+  SubmitError e;
+  const auto train = ctl.submit(Json{{"kind", "train"}, {"overrides", kTwoRanks}}, 100, &e);
+  ASSERT_TRUE(train) << e.error;
+  const auto probe = ctl.submit(Json{{"kind", "probe"}}, 100, &e);
+  ASSERT_TRUE(probe) << e.error;
+  ctl.tick(200);
+  for (const auto& job : {*train, *probe}) {
+    const auto placed = store.placements(job.id, 0);
+    ASSERT_EQ(placed.size(), 2u) << job.name();
+    for (const auto& p : placed) EXPECT_EQ(p.node, p.rank == 0 ? "node-0" : "node-1") << job.name() << " rank " << p.rank;
+  }
+}
+
 TEST(JobController, EveryRankExitingZeroSucceeds) {
   Cluster c;
   const auto j = c.started(kTwoRanks);

@@ -158,5 +158,49 @@ TEST(Registry, EveryLocalProbeHasADescriptorWhoseThresholdKeysAreInTheSchema) {
   }
 }
 
+Row skipped_row(const std::string& node, const std::string& probe, const std::string& metric, const std::string& detail) {
+  Row r;
+  r.node = node;
+  r.probe = probe;
+  r.metric = metric;
+  r.status = Status::kSkipped;
+  r.detail = detail;
+  return r;
+}
+
+// A CPU-only node: 15 "skipped: no CUDA device" rows become one line naming the probes and the
+// cause once (what a newcomer saw in up's preflight table, issue 16); nodes alike share it.
+TEST(FoldNoDeviceRows, OneLinePerCauseInsteadOfARowPerMetric) {
+  const std::string cause = "cudaGetDeviceCount: no CUDA-capable device is detected (error 100)";
+  std::vector<Row> rows;
+  Row shm;
+  shm.node = "node-0";
+  shm.probe = "shm";
+  shm.metric = "size";
+  shm.status = Status::kPass;
+  rows.push_back(shm);
+  for (const std::string node : {"node-0", "node-1"}) {
+    rows.push_back(skipped_row(node, "gpu", "count", "skipped: no CUDA device (" + cause + ")"));
+    for (const std::string m : {"bf16", "fp16", "tf32"})
+      rows.push_back(skipped_row(node, "matmul", m, "skipped: no CUDA device (" + cause + ")"));
+    rows.push_back(skipped_row(node, "nccl_inter", "all_reduce",
+                               "skipped: no CUDA device (" + cause + "); rank 0 of 2 met rank 0 at 127.0.0.1:1"));
+  }
+  rows.push_back(skipped_row("node-1", "disk", "free", "skipped: not asked for"));
+  std::vector<std::string> lines;
+  const auto kept = fold_no_device_rows(rows, &lines);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].probe, "shm");
+  EXPECT_EQ(kept[1].probe, "disk") << "another reason to skip stays a row";
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "node-0, node-1: no CUDA device: gpu, matmul, nccl_inter skipped \u2014 " + cause);
+
+  rows.push_back(skipped_row("node-2", "gpu", "count", "skipped: no CUDA device (libcudart: not loadable)"));
+  lines.clear();
+  fold_no_device_rows(rows, &lines);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1], "node-2: no CUDA device: gpu skipped \u2014 libcudart: not loadable");
+}
+
 }  // namespace
 }  // namespace verl::probes
