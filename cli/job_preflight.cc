@@ -57,7 +57,10 @@ PreflightCheck check_data_file(const std::string& key, const std::string& file, 
                prompt_key;
     return c;
   } catch (const Error& e) {
-    return failed(c, e.what(), e.hint().empty() ? "put the file on this node at the path the job names" : e.hint());
+    // A relative path resolves in the job directory on this node: say which one.
+    std::error_code ec;
+    const std::string in = file.empty() || file[0] == '/' ? "" : " (in " + fs::current_path(ec).string() + ")";
+    return failed(c, e.what() + in, e.hint().empty() ? "put the file on this node at the path the job names" : e.hint());
   }
 }
 

@@ -80,9 +80,11 @@ Resources declare(Resources r, const DeclaredResources& d, const std::string& wh
     throw Error(ExitCode::kInvalidConfig, where + ": " + what, hint);
   };
   const std::string detected = std::to_string(have) + " GPU" + (have == 1 ? "" : "s") + " detected";
+  // The hint repeats the facts: over SSH, up shows only the last line of the agent's log.
   if (d.gpus && *d.gpus > have)
     refuse("declares gpus: " + std::to_string(*d.gpus) + ", but the node has " + detected,
-           "declare at most " + std::to_string(have) + ", or remove resources.gpus to use what is detected");
+           where + " declares " + std::to_string(*d.gpus) + " GPUs: declare at most " + std::to_string(have) +
+               " (what the node has), or remove resources.gpus to use what is detected");
   if (d.gpu_ids) {
     std::vector<int> seen;
     for (int id : *d.gpu_ids) {
