@@ -240,10 +240,11 @@ class Runner {
       throw Error(ExitCode::kFailure, "the order's cwd '" + cwd + "' is not a relative path inside the work directory");
     t.dir = o_.work_dir + "/" + cwd;
     files::make_dirs(t.dir + "/logs", 0700);
-    // A job preflight's output is its report (in the task's end report), not a rank's log.
+    // A job preflight's output is its report (in the task's end report), not a rank's log; named
+    // after the node, since local nodes share one job directory.
     const bool preflight = t.kind == "preflight";
     const std::string base = t.dir + "/logs/" +
-                             (preflight ? std::string("preflight") : "rank-" + std::to_string(t.rank)) + ".attempt-" +
+                             (preflight ? "preflight-" + o_.node_name : "rank-" + std::to_string(t.rank)) + ".attempt-" +
                              std::to_string(t.attempt);
     t.streams[0] = {"stdout", base + ".out"};
     t.streams[1] = {"stderr", base + ".err"};

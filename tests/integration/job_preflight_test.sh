@@ -43,7 +43,7 @@ check "the error names node 1 and the missing file" 'grep -q "job preflight fail
 check "the failure names node 1, not node 0" '[ "$(job_field job-1 "j[\"failure\"][\"node\"]")" = "$h1" ]'
 check "the failure lists the failed check with its key" '[ "$(job_field job-1 "j[\"failure\"][\"preflight\"][0][\"key\"]")" = data.train_files ]'
 check "no rank started on either node" '! ls "$work/remote/$name/nodes/"*/jobs/job-1/logs/rank-* >/dev/null 2>&1'
-check "node 0's preflight ran in its job directory" '[ -s "$d0/logs/preflight.attempt-0.out" ]'
+check "node 0's preflight ran in its job directory" '[ -s "$d0/logs/preflight-$h0.attempt-0.out" ]'
 
 # 2. --skip-job-preflight: the ranks start, and node 1's fails reading the data.
 mkdir -p "$work/remote/$name/nodes/$h0/jobs/job-2/data"
