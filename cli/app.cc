@@ -63,6 +63,7 @@ std::unique_ptr<CLI::App> build_app(Context& ctx) {
   register_env(*app, ctx);
   register_probe(*app, ctx);
   register_tokenize(*app, ctx);
+  register_job_preflight(*app, ctx);
   app->footer("Run 'verlctl COMMAND --help' for a command's options, 'man verlctl' for more.");
   return app;
 }

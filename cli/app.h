@@ -57,5 +57,6 @@ void register_logs(CLI::App& app, Context& ctx);
 void register_stop(CLI::App& app, Context& ctx);
 void register_smoke(CLI::App& app, Context& ctx);
 void register_tokenize(CLI::App& app, Context& ctx);
+void register_job_preflight(CLI::App& app, Context& ctx);
 
 }  // namespace verl::cli

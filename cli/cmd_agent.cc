@@ -22,6 +22,8 @@ struct AgentArgs {
   double heartbeat_interval_s = 1.0;
   double exit_after_s = 60.0;
   std::string work_dir;
+  std::string resources;      // nodes[].resources as JSON
+  std::string resources_key;  // its key path in the spec, for errors
 };
 
 std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
@@ -44,6 +46,9 @@ void register_agent(CLI::App& app, Context& ctx) {
       ->default_str("60");
   cmd->add_option("--work-dir", a->work_dir,
                   "Where the jobs' directories go (default: the token file's directory, the cluster's state)");
+  cmd->add_option("--resources", a->resources,
+                  "Declared resources as JSON {cpus, gpus, gpu_ids} (the spec's nodes[].resources), over the detected");
+  cmd->add_option("--resources-key", a->resources_key, "The spec key the declared resources came from, for errors");
   cmd->footer("Internal: 'verlctl up' starts it. Example:\n"
               "  verlctl agent --head 127.0.0.1:8265 --token-file ~/.verlctl/local/token --node node-0");
   cmd->callback([a] {
@@ -54,6 +59,13 @@ void register_agent(CLI::App& app, Context& ctx) {
     o.heartbeat_interval = ms(a->heartbeat_interval_s);
     o.exit_after = ms(a->exit_after_s);
     o.resources = launcher::detect_resources();
+    if (!a->resources.empty()) {
+      const auto declared = nlohmann::ordered_json::parse(a->resources, nullptr, /*allow_exceptions=*/false);
+      if (!declared.is_object())
+        throw Error(ExitCode::kUsage, "--resources is not a JSON object: " + a->resources, "see nodes[].resources");
+      o.resources = launcher::declare(o.resources, launcher::declared_resources({{"resources", declared}}),
+                                      o.node_name + (a->resources_key.empty() ? "" : " (" + a->resources_key + ")"));
+    }
     o.work_dir = std::filesystem::absolute(
                      a->work_dir.empty() ? std::filesystem::path(a->token_file).parent_path() : std::filesystem::path(a->work_dir))
                      .lexically_normal()

@@ -101,8 +101,22 @@ void register_status(CLI::App& app, Context& ctx) {
       const std::string state = n.value("state", "?");
       if (state != "alive" && n.contains("lost_ms") && n["lost_ms"].is_number())
         note = state + " at " + clock_time(n["lost_ms"].get<int64_t>()) + ": " + n.value("reason", "");
+      // Declared resources (nodes[].resources) show what was detected beside them: "2/8*".
+      std::string cpus = std::to_string(res.cpus), gpus = std::to_string(res.gpus);
+      if (res.declared) {
+        if (res.cpus != res.detected_cpus) cpus += "/" + std::to_string(res.detected_cpus) + "*";
+        if (res.gpus != res.detected_gpus || !res.gpu_ids.empty()) {
+          gpus += "/" + std::to_string(res.detected_gpus) + "*";
+          if (!res.gpu_ids.empty()) {
+            std::string ids;
+            for (int id : res.gpu_ids) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+            gpus += " [" + ids + "]";
+          }
+        }
+        note = "*declared/detected" + (note.empty() ? "" : "; " + note);
+      }
       rows.push_back({n.value("name", "?"), state, n.value("host", "?"), std::to_string(n.value("pid", 0)),
-                      std::to_string(res.cpus), launcher::format_bytes(res.memory_bytes), std::to_string(res.gpus),
+                      cpus, launcher::format_bytes(res.memory_bytes), gpus,
                       std::to_string(res.ib_ports.size()), seconds(n.value("heartbeat_age_s", 0.0)) + " ago", note});
       seen.push_back(n.value("name", ""));
     }

@@ -2,7 +2,8 @@
 // head, which validates it with the same code as `verlctl config validate` (exit 3 with every
 // issue), queues it and places its ranks. Without --no-wait it follows the merged logs (stdout)
 // with progress (stderr) and exits with the job's result: 0 SUCCEEDED, 1 FAILED (printing the
-// failure), 130 when interrupted (the job keeps running).
+// failure; 3 when the job preflight found a path of the config wrong on a node, before any rank
+// started), 130 when interrupted (the job keeps running).
 #include <unistd.h>
 
 #include <iostream>
@@ -28,6 +29,8 @@ struct SubmitArgs {
   JobFileArgs job;
   std::vector<std::string> overrides;
   bool no_wait = false;
+  bool skip_job_preflight = false;
+  bool nccl_debug = false;
   TargetArgs target;
 };
 
@@ -39,6 +42,10 @@ void register_submit(CLI::App& app, Context& ctx) {
   add_job_file_options(cmd, a->job);
   cmd->add_option("overrides", a->overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
   cmd->add_flag("--no-wait", a->no_wait, "Print the job id and return at once");
+  cmd->add_flag("--skip-job-preflight", a->skip_job_preflight,
+                "Start the ranks without first checking data, model and checkpoint paths on every node");
+  cmd->add_flag("--nccl-debug", a->nccl_debug,
+                "Run the ranks with NCCL_DEBUG=INFO and show per node the transport NCCL chose ('status JOB')");
   add_target_options(cmd, a->target);
   cmd->footer(
       "Examples:\n"
@@ -49,7 +56,8 @@ void register_submit(CLI::App& app, Context& ctx) {
   cmd->callback([&ctx, a] {
     const auto target = find_head(a->target);
     auto client = connect(target);
-    Json body = {{"kind", "train"}, {"overrides", a->overrides}};
+    Json body = {{"kind", "train"}, {"overrides", a->overrides}, {"preflight", !a->skip_job_preflight},
+                 {"nccl_debug", a->nccl_debug}};
     // The head resolves the config; a Hydra primary config is composed here, where its folder is.
     const std::string file = a->job.primary();
     if (!file.empty()) {
@@ -125,6 +133,10 @@ void register_submit(CLI::App& app, Context& ctx) {
              << progress_line(ended).substr(id.size() + 1 + state.size()) << "\n"
              << closing_summary(job, rows);
     if (state == "SUCCEEDED") return;
+    // A failed job preflight: nothing ran; a path of the config is wrong on a node (exit 3).
+    if (state == "FAILED" && job.contains("failure") && job["failure"].contains("preflight"))
+      throw Error(ExitCode::kInvalidConfig, id + " FAILED before it started: " + format_failure(job),
+                  job["failure"].value("hint", std::string("fix the path on that node, or submit --skip-job-preflight")));
     if (state == "FAILED") {
       const int rank = job.contains("failure") ? job["failure"].value("rank", 0) : 0;
       throw Error(ExitCode::kFailure, id + " FAILED: " + format_failure(job),

@@ -53,6 +53,10 @@ std::string format_failure(const Json& job) {
   if (!job.contains("failure") || !job["failure"].is_object()) return {};
   const Json& f = job["failure"];
   std::string out = f.value("reason", std::string("failed")) + "\n";
+  // A failed job preflight (launcher/job_controller.h): every check that failed on that node.
+  for (const auto& c : f.value("preflight", Json::array()))
+    out += "  " + c.value("key", std::string()) + " " + c.value("path", std::string()) + ": " +
+           c.value("detail", std::string()) + (c.contains("hint") ? "\n    hint: " + c.value("hint", std::string()) : "") + "\n";
   const Json lines = f.value("last_lines", Json::array());
   if (!lines.empty()) {
     out += "last lines of rank " + std::to_string(f.value("rank", 0)) + " (" + f.value("host", std::string("?")) + "):\n";
@@ -139,6 +143,27 @@ void print_job(std::ostream& out, const Json& j) {
     out << "  metrics (step " << m.value("step", 0) << "):\n";
     for (const auto& [k, v] : m.items())
       if (k != "step") out << "    " << k << " = " << number(v) << "\n";
+  }
+  // Scaling health (launcher/scaling.h): one row per check, as the probes print theirs.
+  const Json scaling = j.value("scaling", Json::object());
+  if (scaling.contains("checks")) {
+    out << "  scaling:\n";
+    for (const auto& c : scaling["checks"]) {
+      out << "    " << c.value("status", std::string("?")) << "  " << c.value("name", std::string()) << " ("
+          << c.value("threshold", std::string()) << "): " << c.value("reason", std::string()) << "\n";
+      if (c.contains("try")) out << "          try: " << c["try"].get<std::string>() << "\n";
+    }
+  }
+  // submit --nccl-debug: what NCCL chose per node (launcher/nccl_log.h).
+  for (const auto& n : j.value("nccl", Json::array())) {
+    out << "  nccl " << n.value("node", std::string()) << ": " << n.value("status", std::string("?")) << "  "
+        << n.value("reason", std::string());
+    if (n.value("coll_channels", -1) >= 0) out << "; " << n.value("coll_channels", -1) << " coll channels";
+    std::string algos;
+    for (const auto& a : n.value("algorithms", Json::array())) algos += (algos.empty() ? "" : "/") + a.get<std::string>();
+    if (!algos.empty()) out << ", " << algos;
+    out << "\n";
+    if (n.contains("try")) out << "          try: " << n["try"].get<std::string>() << "\n";
   }
   for (const auto& e : j.value("events", Json::array()))
     out << "  " << clock_time(e.value("time_ms", int64_t{0})) << " " << e.value("state", std::string()) << " "

@@ -191,7 +191,10 @@ std::vector<Rule> cluster_rules() {
   Rule nodes;
   nodes.path = "nodes";
   nodes.type = Type::kObjects;
-  nodes.item = Json{{"host", nullptr}, {"port", 22}, {"user", nullptr}, {"gpus", 0}};
+  nodes.item = Json{{"host", nullptr}, {"port", 22}, {"user", nullptr}, {"gpus", 0},
+                    {"resources", {{"cpus", nullptr}, {"gpus", nullptr}, {"gpu_ids", nullptr}}}};
+  Rule gpu_ids = nullable("nodes[].resources.gpu_ids", Type::kList);
+  gpu_ids.element = Type::kInt;
   nodes.required = {"host"};
   return {
       choice("backend", {"local", "ssh", "slurm"}),
@@ -204,6 +207,9 @@ std::vector<Rule> cluster_rules() {
       range("nodes[].port", 1, 65535),
       nullable("nodes[].user", Type::kString),
       at_least("nodes[].gpus", 0),
+      nullable("nodes[].resources.cpus", Type::kInt, 1),
+      nullable("nodes[].resources.gpus", Type::kInt, 0),
+      gpu_ids,
       nullable("ssh.user", Type::kString),
       range("ssh.port", 1, 65535),
       nullable("ssh.identity_file", Type::kString),

@@ -122,6 +122,17 @@ class Runner {
 
   bool empty() const { return tasks_.empty(); }
 
+  // The NCCL_* part of the ranks' environment, registered so that the head can compare it with
+  // what NCCL chose (nccl_log.h).
+  std::map<std::string, std::string> nccl_env() const {
+    std::map<std::string, std::string> out;
+    for (const auto& e : node_env_) {
+      const auto eq = e.find('=');
+      if (e.rfind("NCCL_", 0) == 0 && eq != std::string::npos) out[e.substr(0, eq)] = e.substr(eq + 1);
+    }
+    return out;
+  }
+
   void order(const Json& order) {
     const std::string id = order.value("task", std::string());
     const std::string action = order.value("action", std::string());
@@ -207,6 +218,7 @@ class Runner {
           else r["exit_code"] = t.result->exit_code;
         }
         if (!t.error.empty()) r["error"] = t.error;
+        if (t.kind == "preflight") add_preflight_report(t, r);
         out.push_back(r);
       } else {
         out.push_back({{"task", id}, {"state", "running"}});
@@ -230,9 +242,15 @@ class Runner {
     t.dir = o_.work_dir + "/" + cwd;
     claim_job_dir(t, order.value("owner", std::string()));
     files::make_dirs(t.dir + "/logs", 0700);
-    const std::string base = t.dir + "/logs/rank-" + std::to_string(t.rank) + ".attempt-" + std::to_string(t.attempt);
+    // A job preflight's output is its report (in the task's end report), not a rank's log; named
+    // after the node, since local nodes share one job directory.
+    const bool preflight = t.kind == "preflight";
+    const std::string base = t.dir + "/logs/" +
+                             (preflight ? "preflight-" + o_.node_name : "rank-" + std::to_string(t.rank)) + ".attempt-" +
+                             std::to_string(t.attempt);
     t.streams[0] = {"stdout", base + ".out"};
     t.streams[1] = {"stderr", base + ".err"};
+    if (preflight) t.streams[0].eof_sent = t.streams[1].eof_sent = true;
     const Json files = order.value("files", Json::object());  // items() of a temporary would dangle
     for (const auto& [name, text] : files.items()) {
       if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
@@ -416,6 +434,22 @@ class Runner {
     if (gone) t.metrics_done = true;
   }
 
+  // A job preflight's stdout is its JSON report; without one, the end of its stderr says why.
+  static void add_preflight_report(const Task& t, Json& r) {
+    int64_t size = 0;
+    const Json report = Json::parse(read_from(t.streams[0].path, 0, 1 << 20, &size), nullptr, /*allow_exceptions=*/false);
+    if (report.is_object()) {
+      r["result"] = report;
+      return;
+    }
+    read_from(t.streams[1].path, 0, 0, &size);
+    std::string tail = read_from(t.streams[1].path, std::max<int64_t>(0, size - 600), 600, &size);
+    sanitize_utf8(tail);
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+    const auto nl = tail.rfind('\n');
+    r["output"] = nl == std::string::npos ? tail : tail.substr(nl + 1);
+  }
+
   // A probe task's stdout is its report, one JSON document. One that is missing or does not
   // parse is sent as {"error": why} (the head shows it as the node's report row): sending
   // nothing left the head saying "no report" about a node whose probes had all passed.
@@ -469,10 +503,12 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   const auto timeout = std::max(std::chrono::milliseconds(500), std::min(o.heartbeat_interval * 2, std::chrono::milliseconds(5000)));
   HeadClient client(o.head, o.token, timeout);
   Runner runner(o, client);
+  Resources registered = o.resources;
+  registered.nccl_env = runner.nccl_env();
   const Json registration = {{"name", o.node_name},
                              {"host", hostname()},
                              {"pid", static_cast<int64_t>(getpid())},
-                             {"resources", to_json(o.resources)}};
+                             {"resources", to_json(registered)}};
   int64_t id = -1;
   auto last_contact = Clock::now();
   auto next_beat = Clock::now();

@@ -83,7 +83,8 @@ Json resolve_spec(const UpOptions& o) {
   if (o.local_nodes) overrides.push_back("backend=local");
   if (!o.name.empty()) overrides.push_back("name=" + o.name);
   Json spec = config::load_cluster(o.file, overrides);
-  const Json item = {{"host", "127.0.0.1"}, {"port", 22}, {"user", nullptr}, {"gpus", 0}};
+  const Json item = {{"host", "127.0.0.1"}, {"port", 22}, {"user", nullptr}, {"gpus", 0},
+                     {"resources", {{"cpus", nullptr}, {"gpus", nullptr}, {"gpu_ids", nullptr}}}};
   if (o.local_nodes) {
     if (*o.local_nodes < 1)
       throw Error(ExitCode::kUsage, "--local needs at least 1 node, not " + std::to_string(*o.local_nodes));

@@ -14,6 +14,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "launcher/http_server.h"
+#include "launcher/nccl_log.h"
+#include "launcher/scaling.h"
 
 namespace verl::launcher {
 namespace {
@@ -241,6 +243,49 @@ void Head::install_routes() {
   install_page_routes(http);
 }
 
+// A train job's scaling health (scaling.h): its metric rows, the GPU samples the head holds of
+// its nodes, and the same job run before on fewer nodes.
+Json Head::scaling_of(const JobRecord& job, int64_t now) {
+  ScalingInput in;
+  in.job = job;
+  in.rows = jobs_.metrics(job.id, -1);
+  in.placement = jobs_.placements(job.id, job.attempt);
+  in.now_ms = now;
+  {
+    std::lock_guard<std::mutex> lock(samples_mu_);
+    for (const auto& p : in.placement) {
+      auto it = gpu_samples_.find(p.node);
+      if (it != gpu_samples_.end() && !in.gpu_samples.count(p.node))
+        in.gpu_samples[p.node] = std::vector<Json>(it->second.begin(), it->second.end());
+    }
+  }
+  in.baseline = find_scaling_baseline(jobs_, job);
+  return scaling_health(in);
+}
+
+// What NCCL chose on each of a --nccl-debug job's nodes (nccl_log.h), from the first lines of
+// its ranks' logs there (NCCL says it while it sets up), against what the node registered.
+Json Head::nccl_of(const JobRecord& job) {
+  constexpr int kInitLines = 4000;
+  std::map<std::string, std::vector<std::string>> lines;  // node -> its ranks' lines
+  for (const auto& p : jobs_.placements(job.id, job.attempt))
+    for (const auto& l : jobs_.log_lines(job.id, p.rank, 0, kInitLines)) lines[p.node].push_back(l.text);
+  std::map<std::string, Resources> resources;
+  for (const auto& n : registry_.nodes()) resources[n.name] = n.resources;
+  Json out = Json::array();
+  for (const auto& [node, text] : lines) {
+    NcclExpectation expect;
+    auto r = resources.find(node);
+    if (r != resources.end()) {
+      for (const auto& port : r->second.ib_ports) expect.has_ib = expect.has_ib || port.active();
+      auto hca = r->second.nccl_env.find("NCCL_IB_HCA");
+      if (hca != r->second.nccl_env.end()) expect.ib_hca = hca->second;
+    }
+    out.push_back(nccl_diagnosis(node, parse_nccl_info(text), expect));
+  }
+  return out;
+}
+
 // The job id in a path: job-<N>; nullopt (and a 404 answered) when it names no job.
 std::optional<JobRecord> Head::job_of(const httplib::Request& req, httplib::Response& res) {
   const auto id = parse_int(req.matches[1].str(), 0, kInt64Max);
@@ -280,7 +325,13 @@ void Head::install_job_routes() {
   });
 
   http.Get(R"(/api/jobs/job-(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (auto job = job_of(req, res)) reply(res, 200, controller_->detail(*job, now_ms()));
+    auto job = job_of(req, res);
+    if (!job) return;
+    const int64_t now = now_ms();
+    Json d = controller_->detail(*job, now);
+    if (job->kind == "train") d["scaling"] = scaling_of(*job, now);
+    if (job->nccl_debug) d["nccl"] = nccl_of(*job);
+    reply(res, 200, d);
   });
 
   http.Post(R"(/api/jobs/job-(\d+)/stop)", [this](const httplib::Request& req, httplib::Response& res) {

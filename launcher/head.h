@@ -94,6 +94,8 @@ class Head {
   void install_job_routes();
   void install_page_routes(httplib::Server& http);  // GET /metrics, /dashboard (head_pages.cc)
   std::optional<JobRecord> job_of(const httplib::Request& req, httplib::Response& res);
+  nlohmann::ordered_json scaling_of(const JobRecord& job, int64_t now_ms);
+  nlohmann::ordered_json nccl_of(const JobRecord& job);
   void sweeper();
   HeadOptions options_;
   NodeRegistry registry_;

@@ -111,6 +111,11 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
     job.world_size = job.nnodes * job.n_gpus_per_node;
     const Json* steps = config::find(job.config, "trainer.total_training_steps");
     job.total_steps = steps && steps->is_number_integer() ? steps->get<int64_t>() : 0;
+    for (const char* flag : {"preflight", "nccl_debug"}) {
+      const Json v = body.value(flag, Json(false));
+      if (!v.is_boolean()) return refuse(std::string(flag) + " must be true or false", "see docs/API.md");
+      (std::string(flag) == "preflight" ? job.preflight : job.nccl_debug) = v.get<bool>();
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   job = store_.create(job, now_ms);
@@ -169,6 +174,9 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
                            "MASTER_PORT=" + std::to_string(port), "VERLCTL_JOB=" + job.name()});
     // The job's GPUs on this node only: LOCAL_RANK i is then cuda:i of them.
     if (!visible.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+    // submit --nccl-debug: NCCL says which transport, HCA and interface it chose (nccl_log.h
+    // reads it back from the rank logs); after the spec's env, so that it wins for this job.
+    if (job.nccl_debug) env.insert(env.end(), {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET"});
     order["argv"] = {"verlctl", "train", "-f", "job.yaml", "--rank", std::to_string(p.rank),
                      "--world-size", std::to_string(job.world_size), "--local-rank", std::to_string(p.local_rank),
                      "--master-addr", addr, "--master-port", std::to_string(port)};
@@ -212,6 +220,11 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
     });
     for (const auto& t : sorted) {
       const std::string id = t.value("task", std::string());
+      if (parse_preflight_task_id(id)) {
+        if (!preflight_reported(node, t, now_ms)) stop_order(id, 5);
+        reported.insert(id);  // running: no new order for it
+        continue;
+      }
       const auto ref = parse_task_id(id);
       auto p = ref ? store_.placement(ref->job, ref->attempt, ref->rank) : std::nullopt;
       if (!p || p->node != node.name) {
@@ -240,9 +253,18 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
         stop_order(id, job ? job->stop_grace_s : 5);
     }
   }
+  std::set<int64_t> preflight_ordered;
   for (auto p : store_.active_placements()) {
     if (p.node != node.name || reported.count(p.task_id())) continue;
-    const auto job = store_.job(p.job);
+    auto job = store_.job(p.job);
+    if (job && p.state == TaskState::kAssigned && wanted(*job, p) && awaiting_preflight(*job)) {
+      // The ranks wait; this node runs the preflight once, unless it has reported already.
+      const auto& run = preflight_[job->id];
+      if (!run.reports.count(node.name) && !reported.count(preflight_task_id(*job)) &&
+          preflight_ordered.insert(job->id).second)
+        orders.push_back(preflight_order(*job, node.name));
+      continue;
+    }
     if (p.state == TaskState::kRunning) {
       // It was running here and its agent no longer has it: the agent (or the head) restarted.
       p.state = TaskState::kExited;
@@ -260,6 +282,129 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
     }
   }
   return orders;
+}
+
+std::string preflight_task_id(const JobRecord& job) {
+  return job.name() + "/preflight/" + std::to_string(job.attempt);
+}
+
+std::optional<std::pair<int64_t, int>> parse_preflight_task_id(const std::string& task) {
+  const auto a = task.find('/');
+  if (task.rfind("job-", 0) != 0 || a == std::string::npos || task.compare(a, 11, "/preflight/") != 0) return std::nullopt;
+  try {
+    size_t used = 0;
+    const int64_t job = std::stoll(task.substr(4, a - 4), &used);
+    if (used != a - 4) return std::nullopt;
+    const std::string attempt = task.substr(a + 11);
+    const int n = std::stoi(attempt, &used);
+    if (used != attempt.size() || n < 0) return std::nullopt;
+    return std::make_pair(job, n);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+bool JobController::awaiting_preflight(const JobRecord& job) {
+  if (!job.preflight || job.kind != "train") return false;
+  auto& run = preflight_[job.id];
+  if (run.attempt != job.attempt) run = PreflightRun{job.attempt, false, {}};
+  if (run.passed) return false;
+  // A rank that started already means the preflight passed before the head restarted.
+  for (const auto& q : store_.placements(job.id, job.attempt))
+    if (q.state != TaskState::kAssigned) {
+      run.passed = true;
+      return false;
+    }
+  return true;
+}
+
+Json JobController::preflight_order(const JobRecord& job, const std::string& node) const {
+  std::vector<std::string> env = spec_assignments(options_.spec_env);
+  env.push_back("VERLCTL_JOB=" + job.name());
+  env.push_back("VERLCTL_NODE=" + node);
+  Json order = {{"task", preflight_task_id(job)},
+                {"action", "start"},
+                {"job", job.name()},
+                {"rank", 0},
+                {"attempt", job.attempt},
+                {"kind", "preflight"},
+                {"cwd", job_dir(job)},
+                {"argv", {"verlctl", "job-preflight", "-f", "job.yaml", "-o", "json", "--exit-zero"}},
+                {"files", {{"job.yaml", config::to_yaml(job.config)}}},
+                {"env", env}};
+  // In the job's container, as its ranks: paths resolve as they will, and a missing image fails here.
+  if (options_.container.is_object() && options_.container.value("runtime", std::string("none")) != "none") {
+    order["container"] = options_.container;
+    order["container"]["name"] = container_name(options_.cluster_name, preflight_task_id(job) + "/" + node);
+  }
+  return order;
+}
+
+bool JobController::preflight_reported(const NodeRecord& node, const Json& t, int64_t now_ms) {
+  const auto ref = parse_preflight_task_id(t.value("task", std::string()));
+  auto job = store_.job(ref->first);
+  const bool exited = t.value("state", std::string()) == "exited";
+  if (!job || is_terminal(job->state) || job->stop_requested || job->attempt != ref->second) return exited;
+  if (!exited || !awaiting_preflight(*job)) return true;
+  auto& run = preflight_[job->id];
+  if (run.reports.count(node.name)) return true;
+  Json report = t.value("result", Json());
+  // No report: the preflight did not run (its container could not start, verlctl is missing).
+  if (!report.is_object()) {
+    Placement as_task;
+    if (t.contains("exit_code") && t["exit_code"].is_number_integer()) as_task.exit_code = t["exit_code"].get<int>();
+    as_task.signal = t.value("signal", 0);
+    as_task.error = t.value("error", std::string());
+    std::string why = "the job preflight " + describe_exit(as_task);
+    const std::string out = t.value("output", std::string());
+    if (!out.empty()) why += ": " + out;
+    report = {{"ok", false}, {"checks", Json::array({{{"check", "preflight"}, {"key", ""}, {"path", ""}, {"ok", false},
+                                                      {"detail", why}}})}};
+  }
+  run.reports[node.name] = report;
+  if (!report.value("ok", false)) {
+    std::string what;
+    Json bad = Json::array();
+    for (const auto& c : report.value("checks", Json::array())) {
+      if (c.value("ok", true)) continue;
+      bad.push_back(c);
+      if (what.empty())
+        what = (c.value("key", std::string()).empty() ? "" : c.value("key", std::string()) + " ") +
+               (c.value("path", std::string()).empty() ? "" : c.value("path", std::string()) + ": ") +
+               c.value("detail", std::string());
+    }
+    const std::string reason = "job preflight failed on " + node.name + " (" + node.host + "): " + what;
+    for (auto q : store_.placements(job->id, job->attempt)) {
+      if (q.state == TaskState::kExited) continue;
+      q.state = TaskState::kExited;
+      q.ended_ms = now_ms;
+      q.error = "not started: the job preflight failed";
+      store_.update_placement(q);
+    }
+    job->failure = {{"node", node.name}, {"host", node.host}, {"reason", reason}, {"preflight", bad},
+                    {"attempt", job->attempt}};
+    if (!bad.empty() && bad[0].contains("hint")) job->failure["hint"] = bad[0]["hint"];
+    job->state = JobState::kFailed;
+    store_.update(*job, now_ms, reason);
+    log::Warn() << job->name() << " FAILED: " << reason;
+    settle(*job, now_ms);
+    return true;
+  }
+  std::set<std::string> nodes;
+  for (const auto& q : store_.placements(job->id, job->attempt)) nodes.insert(q.node);
+  for (const auto& n : nodes)
+    if (!run.reports.count(n)) return true;
+  run.passed = true;
+  size_t checks = 0;
+  std::string where;
+  for (const auto& n : nodes) {
+    checks += run.reports[n].value("checks", Json::array()).size();
+    where += (where.empty() ? "" : ", ") + n;
+  }
+  store_.add_event(job->id, "PREFLIGHT", now_ms,
+                   "passed on " + where + " (" + std::to_string(checks) + " checks: data, model, checkpoint directory)");
+  log::Info() << job->name() << ": job preflight passed on " << where;
+  return true;
 }
 
 void JobController::task_ended(Placement p, int64_t now_ms) {
@@ -493,6 +638,8 @@ void JobController::schedule(int64_t now_ms) {
         s.node = n.name;
         s.host = n.host;
         s.gpus = n.resources.gpus;
+        s.gpu_ids = n.resources.gpu_ids;
+        if (n.resources.declared && n.resources.gpus == 0) s.cpu_slots = n.resources.cpus;
         for (const auto& p : active) {
           if (p.node != n.name) continue;
           if (p.device.rfind("cuda:", 0) == 0) s.busy_gpus.insert(std::stoi(p.device.substr(5)));

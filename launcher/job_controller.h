@@ -14,6 +14,15 @@
 // until the agent reports the task (agents ignore a start of a task they have); an order to stop
 // until it reports the task's end.
 //
+// The job preflight (a job submitted with preflight, as `verlctl submit` does unless
+// --skip-job-preflight): once an attempt is placed, each of its nodes gets one task
+// <job>/preflight/<attempt> that runs `verlctl job-preflight` in the job's directory
+// (cli/job_preflight.h) instead of the ranks' start orders; the agent reports its JSON report
+// with the task's end. The ranks' start orders go out only when every node passed (event
+// PREFLIGHT); the first node that failed fails the job before any rank started, naming node,
+// host, key, path and what was wrong (no restart: it would fail alike). A head restarted before
+// the ranks started runs the preflight again.
+//
 // Time is passed in (milliseconds since the epoch). Thread-safe: one mutex around the state
 // machine; reads go to the store.
 #pragma once
@@ -21,6 +30,8 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -91,6 +102,12 @@ class JobController {
   // A terminal job whose ranks are all gone: its partial log lines are flushed.
   void settle(const JobRecord& job, int64_t now_ms);
   bool wanted(const JobRecord& job, const Placement& p) const;
+  // The job preflight (mu_ held): whether the attempt's ranks still wait for it, its order for a
+  // node, and a node's report.
+  bool awaiting_preflight(const JobRecord& job);
+  nlohmann::ordered_json preflight_order(const JobRecord& job, const std::string& node) const;
+  // Returns false for a preflight still running that its job no longer wants (stop it).
+  bool preflight_reported(const NodeRecord& node, const nlohmann::ordered_json& task, int64_t now_ms);
 
   JobStore& store_;
   NodeRegistry& registry_;
@@ -102,7 +119,17 @@ class JobController {
   // job -> {attempt, when its failure is decided}: a rank exited with an error code, which may
   // be its reaction to a peer's death; the peer's report may still be on its way.
   std::map<int64_t, std::pair<int, int64_t>> settling_;
+  struct PreflightRun {
+    int attempt = 0;
+    bool passed = false;
+    std::map<std::string, nlohmann::ordered_json> reports;  // node -> its job-preflight report
+  };
+  std::map<int64_t, PreflightRun> preflight_;  // job id -> the current attempt's preflight
 };
+
+// "job-3/preflight/0": the task id of a job's preflight on a node, and its parse.
+std::string preflight_task_id(const JobRecord& job);
+std::optional<std::pair<int64_t, int>> parse_preflight_task_id(const std::string& task);
 
 // "killed by signal 9 (Killed)" / "exited with code 3 (invalid-config)" / the error.
 std::string describe_exit(const Placement& p);

@@ -23,7 +23,7 @@ auto guarded(const char* what, F&& f) -> decltype(f()) {
 
 constexpr const char* kJobColumns =
     "id, kind, config, state, submitted_ms, started_ms, ended_ms, attempt, restarts, nnodes, n_gpus_per_node,"
-    " world_size, total_steps, stop_requested, stop_grace_s, rendezvous, failure";
+    " world_size, total_steps, stop_requested, stop_grace_s, rendezvous, failure, options";
 
 JobRecord job_row(SQLite::Statement& q) {
   JobRecord j;
@@ -44,6 +44,9 @@ JobRecord job_row(SQLite::Statement& q) {
   j.stop_grace_s = q.getColumn(14).getDouble();
   j.rendezvous = Json::parse(q.getColumn(15).getString());
   j.failure = Json::parse(q.getColumn(16).getString());
+  const Json options = Json::parse(q.getColumn(17).getString(), nullptr, /*allow_exceptions=*/false);
+  j.preflight = options.is_object() && options.value("preflight", false);
+  j.nccl_debug = options.is_object() && options.value("nccl_debug", false);
   return j;
 }
 
@@ -182,7 +185,8 @@ JobStore::JobStore(const std::string& path) {
         " attempt INTEGER NOT NULL DEFAULT 0, restarts INTEGER NOT NULL DEFAULT 0, nnodes INTEGER NOT NULL,"
         " n_gpus_per_node INTEGER NOT NULL, world_size INTEGER NOT NULL, total_steps INTEGER NOT NULL DEFAULT 0,"
         " stop_requested INTEGER NOT NULL DEFAULT 0, stop_grace_s REAL NOT NULL DEFAULT 10,"
-        " rendezvous TEXT NOT NULL DEFAULT '{}', failure TEXT NOT NULL DEFAULT 'null');"
+        " rendezvous TEXT NOT NULL DEFAULT '{}', failure TEXT NOT NULL DEFAULT 'null',"
+        " options TEXT NOT NULL DEFAULT '{}');"
         "CREATE TABLE IF NOT EXISTS job_events ("
         " id INTEGER PRIMARY KEY AUTOINCREMENT, job INTEGER NOT NULL, state TEXT NOT NULL,"
         " time_ms INTEGER NOT NULL, detail TEXT NOT NULL DEFAULT '');"
@@ -215,6 +219,11 @@ JobStore::JobStore(const std::string& path) {
       SQLite::Statement get(*db_, "SELECT value FROM store_meta WHERE key = 'incarnation'");
       if (get.executeStep()) incarnation_ = get.getColumn(0).getString();
     }
+    // A state.db from before the submit options (issue 19: preflight, nccl_debug) lacks their column.
+    bool has_options = false;
+    SQLite::Statement cols(*db_, "PRAGMA table_info(jobs)");
+    while (cols.executeStep()) has_options = has_options || cols.getColumn(1).getString() == "options";
+    if (!has_options) db_->exec("ALTER TABLE jobs ADD COLUMN options TEXT NOT NULL DEFAULT '{}'");
   } catch (const SQLite::Exception& e) {
     throw Error(ExitCode::kFailure, "cannot open the job store " + path + ": " + e.what(),
                 "check that the state directory is writable");
@@ -229,7 +238,7 @@ JobRecord JobStore::create(JobRecord job, int64_t now_ms) {
     SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     SQLite::Statement q(*db_,
                         "INSERT INTO jobs (kind, config, state, submitted_ms, nnodes, n_gpus_per_node, world_size,"
-                        " total_steps) VALUES (?, ?, 'PENDING', ?, ?, ?, ?, ?)");
+                        " total_steps, options) VALUES (?, ?, 'PENDING', ?, ?, ?, ?, ?, ?)");
     q.bind(1, job.kind);
     q.bind(2, job.config.dump());
     q.bind(3, static_cast<int64_t>(now_ms));
@@ -237,6 +246,7 @@ JobRecord JobStore::create(JobRecord job, int64_t now_ms) {
     q.bind(5, job.n_gpus_per_node);
     q.bind(6, job.world_size);
     q.bind(7, static_cast<int64_t>(job.total_steps));
+    q.bind(8, Json{{"preflight", job.preflight}, {"nccl_debug", job.nccl_debug}}.dump());
     q.exec();
     job.id = db_->getLastInsertRowid();
     job.state = JobState::kPending;

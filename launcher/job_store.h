@@ -47,6 +47,9 @@ struct JobRecord {
   double stop_grace_s = 10;
   nlohmann::ordered_json rendezvous = nlohmann::ordered_json::object();  // {master_addr, master_port}
   nlohmann::ordered_json failure;  // null, or {rank, node, host, exit_code?, signal?, reason, last_lines}
+  // How it was submitted (stored together as the `options` JSON column):
+  bool preflight = false;   // each attempt's nodes run the job preflight before its ranks start
+  bool nccl_debug = false;  // the ranks run with NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET
   std::string name() const { return "job-" + std::to_string(id); }
 };
 

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "launcher/backend.h"
+#include "launcher/resources.h"
 
 namespace verl::launcher {
 namespace {
@@ -64,8 +65,26 @@ class LocalBackend : public Backend {
               seconds(spec_, "agent_exit_after_s"),
               "--log-level",
               log_level()};
+    // nodes[].resources: the agent puts them over what it detects and refuses GPUs it lacks.
+    const DeclaredResources declared = declared_resources(spec_.at("nodes").at(index));
+    if (declared.any())
+      s.argv.insert(s.argv.end(), {"--resources", to_json(declared).dump(), "--resources-key",
+                                   "nodes[" + std::to_string(index) + "].resources"});
     s.log = paths_.agent_log(index);
     return s;
+  }
+
+  // Every local node is this machine: a declaration of GPUs it lacks fails before anything starts.
+  void check_spec() const override {
+    const Json& nodes = spec_.at("nodes");
+    std::optional<Resources> here;
+    const auto names = node_names(spec_);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const DeclaredResources d = declared_resources(nodes[i]);
+      if (!d.any()) continue;
+      if (!here) here = detect_resources();
+      declare(*here, d, names.at(i) + " (nodes[" + std::to_string(i) + "].resources)");
+    }
   }
 
   ProcessRecord start(const LaunchSpec& spec) override {

@@ -35,11 +35,89 @@ nlohmann::ordered_json to_json(const Resources& r) {
   for (const auto& p : r.ib_ports)
     ib.push_back({{"device", p.device}, {"port", p.port}, {"state", p.state}, {"rate", p.rate},
                   {"link_layer", p.link_layer}});
-  return {{"cpus", r.cpus},
-          {"memory_bytes", r.memory_bytes},
-          {"gpus", r.gpus},
-          {"gpu_names", r.gpu_names},
-          {"ib_ports", ib}};
+  nlohmann::ordered_json out = {{"cpus", r.cpus},
+                                {"memory_bytes", r.memory_bytes},
+                                {"gpus", r.gpus},
+                                {"gpu_names", r.gpu_names},
+                                {"ib_ports", ib}};
+  if (!r.gpu_ids.empty()) out["gpu_ids"] = r.gpu_ids;
+  if (r.declared) out["detected"] = {{"cpus", r.detected_cpus}, {"gpus", r.detected_gpus}};
+  if (!r.nccl_env.empty()) out["nccl_env"] = r.nccl_env;
+  return out;
+}
+
+std::vector<int> Resources::usable_gpus() const {
+  if (!gpu_ids.empty()) return gpu_ids;
+  std::vector<int> all;
+  for (int i = 0; i < gpus; ++i) all.push_back(i);
+  return all;
+}
+
+DeclaredResources declared_resources(const nlohmann::ordered_json& node_entry) {
+  DeclaredResources d;
+  if (!node_entry.is_object()) return d;
+  auto it = node_entry.find("resources");
+  if (it == node_entry.end() || !it->is_object()) return d;
+  const auto& r = *it;
+  if (r.contains("cpus") && r["cpus"].is_number_integer()) d.cpus = r["cpus"].get<int>();
+  if (r.contains("gpus") && r["gpus"].is_number_integer()) d.gpus = r["gpus"].get<int>();
+  if (r.contains("gpu_ids") && r["gpu_ids"].is_array()) d.gpu_ids = r["gpu_ids"].get<std::vector<int>>();
+  return d;
+}
+
+nlohmann::ordered_json to_json(const DeclaredResources& d) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  if (d.cpus) j["cpus"] = *d.cpus;
+  if (d.gpus) j["gpus"] = *d.gpus;
+  if (d.gpu_ids) j["gpu_ids"] = *d.gpu_ids;
+  return j;
+}
+
+Resources declare(Resources r, const DeclaredResources& d, const std::string& where) {
+  if (!d.any()) return r;
+  const int have = r.gpus;
+  auto refuse = [&](const std::string& what, const std::string& hint) {
+    throw Error(ExitCode::kInvalidConfig, where + ": " + what, hint);
+  };
+  const std::string detected = std::to_string(have) + " GPU" + (have == 1 ? "" : "s") + " detected";
+  // The hint repeats the facts: over SSH, up shows only the last line of the agent's log.
+  if (d.gpus && *d.gpus > have)
+    refuse("declares gpus: " + std::to_string(*d.gpus) + ", but the node has " + detected,
+           where + " declares " + std::to_string(*d.gpus) + " GPUs: declare at most " + std::to_string(have) +
+               " (what the node has), or remove resources.gpus to use what is detected");
+  if (d.gpu_ids) {
+    std::vector<int> seen;
+    for (int id : *d.gpu_ids) {
+      if (id < 0 || id >= have)
+        refuse("declares gpu_ids [.., " + std::to_string(id) + ", ..], but the node has " + detected +
+                   (have ? " (indices 0.." + std::to_string(have - 1) + ")" : ""),
+               "list indices the node has ('nvidia-smi -L' on it)");
+      if (std::find(seen.begin(), seen.end(), id) != seen.end())
+        refuse("declares GPU " + std::to_string(id) + " twice in gpu_ids", "list each index once");
+      seen.push_back(id);
+    }
+    if (d.gpus && *d.gpus != static_cast<int>(d.gpu_ids->size()))
+      refuse("declares gpus: " + std::to_string(*d.gpus) + " but " + std::to_string(d.gpu_ids->size()) + " gpu_ids",
+             "give one of the two, or make them agree");
+  }
+  r.declared = true;
+  r.detected_cpus = r.cpus;
+  r.detected_gpus = r.gpus;
+  if (d.cpus) r.cpus = *d.cpus;
+  if (d.gpu_ids) {
+    r.gpu_ids = *d.gpu_ids;
+    r.gpus = static_cast<int>(d.gpu_ids->size());
+  } else if (d.gpus) {
+    r.gpus = *d.gpus;
+  }
+  // gpu_names follow the GPUs offered, so that status lists the declared ones.
+  if (!r.gpu_names.empty()) {
+    std::vector<std::string> names;
+    for (int id : r.usable_gpus())
+      if (id < static_cast<int>(r.gpu_names.size())) names.push_back(r.gpu_names[id]);
+    r.gpu_names = names;
+  }
+  return r;
 }
 
 Resources resources_from_json(const nlohmann::ordered_json& j) {
@@ -60,6 +138,13 @@ Resources resources_from_json(const nlohmann::ordered_json& j) {
         port.link_layer = p.value("link_layer", "");
         r.ib_ports.push_back(port);
       }
+    if (j.contains("gpu_ids")) r.gpu_ids = j.at("gpu_ids").get<std::vector<int>>();
+    if (j.contains("nccl_env")) r.nccl_env = j.at("nccl_env").get<std::map<std::string, std::string>>();
+    if (j.contains("detected")) {
+      r.declared = true;
+      r.detected_cpus = j.at("detected").at("cpus").get<int>();
+      r.detected_gpus = j.at("detected").at("gpus").get<int>();
+    }
     if (r.cpus < 0 || r.memory_bytes < 0 || r.gpus < 0) throw std::invalid_argument("negative count");
     return r;
   } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 #include "launcher/scheduler.h"
 
+#include <algorithm>
+
 namespace verl::launcher {
 
 std::optional<std::vector<RankSlot>> place(const PlacementRequest& r, const std::vector<NodeSlots>& nodes,
@@ -10,11 +12,17 @@ std::optional<std::vector<RankSlot>> place(const PlacementRequest& r, const std:
     if (taken == r.nnodes) break;
     std::vector<int> gpus;
     if (n.gpus > 0) {
-      for (int i = 0; i < n.gpus && static_cast<int>(gpus.size()) < r.n_gpus_per_node; ++i)
-        if (!n.busy_gpus.count(i)) gpus.push_back(i);
+      std::vector<int> offered = n.gpu_ids;
+      if (offered.empty())
+        for (int i = 0; i < n.gpus; ++i) offered.push_back(i);
+      std::sort(offered.begin(), offered.end());
+      for (int i : offered)
+        if (!n.busy_gpus.count(i) && static_cast<int>(gpus.size()) < r.n_gpus_per_node) gpus.push_back(i);
       if (static_cast<int>(gpus.size()) < r.n_gpus_per_node) continue;
     } else if (n.busy_cpu_slots > 0) {
       continue;  // a CPU node's slots are the job's n_gpus_per_node: another job holds them
+    } else if (n.cpu_slots > 0 && r.n_gpus_per_node > n.cpu_slots) {
+      continue;  // declared CPUs: no more ranks than that
     }
     for (int local = 0; local < r.n_gpus_per_node; ++local) {
       RankSlot s;

@@ -5,7 +5,9 @@
 // one rank at a time. A trainer job needs nnodes distinct alive nodes with n_gpus_per_node free
 // slots each; ranks are numbered node by node (rank = node_index * n_gpus_per_node + local_rank),
 // nodes taken in the order given (the spec's, job_controller.cc). A GPU rank gets the lowest free GPU
-// index of its node.
+// index of its node among those it offers (gpu_ids: the cluster spec's nodes[].resources.gpu_ids,
+// else 0 .. gpus-1). A CPU node with cpu_slots (declared resources.cpus) takes a job only when
+// n_gpus_per_node fits in them.
 #pragma once
 
 #include <optional>
@@ -21,6 +23,8 @@ struct NodeSlots {
   int gpus = 0;              // 0: a CPU node
   std::set<int> busy_gpus;   // GPU indices in use by other jobs' ranks
   int busy_cpu_slots = 0;    // CPU ranks of other jobs running here
+  std::vector<int> gpu_ids;  // the GPU indices offered; empty: 0 .. gpus-1
+  int cpu_slots = 0;         // a CPU node's declared CPUs; 0: as many ranks as the job asks
 };
 
 struct RankSlot {

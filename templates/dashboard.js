@@ -134,12 +134,21 @@
     failure.hidden = !j.failure;
     if (j.failure) {
       const f = j.failure;
-      const where = "rank " + f.rank + " on " + (f.host || f.node || "?");
+      // A failed job preflight names a node, not a rank: no rank had started.
+      const where = (f.rank != null ? "rank " + f.rank + " on " : "") + (f.host || f.node || "?");
       const reason = f.reason || "failed";
       failure.textContent = (reason.startsWith(where) ? reason : where + ": " + reason) +
         (f.exit_code != null ? " (exit " + f.exit_code + ")" : "") + (f.signal ? " (signal " + f.signal + ")" : "") +
         (f.last_lines && f.last_lines.length ? "\n" + f.last_lines.join("\n") : "");
     }
+    // Scaling health (launcher/scaling.h): the head's verdicts, one row per check.
+    const scaling = document.getElementById("job-scaling");
+    const checks = (j.scaling && j.scaling.checks) || [];
+    scaling.hidden = checks.length === 0;
+    scaling.querySelector("tbody").replaceChildren(...checks.map(c => el("tr", { "data-check": c.name, "data-status": c.status },
+      el("td", {}, c.name), el("td", {}, c.value == null ? "-" : c.value.toFixed(1) + (c.unit ? " " + c.unit : "")),
+      el("td", {}, c.threshold), el("td", { class: "status-" + c.status }, c.status),
+      el("td", {}, c.reason + (c.try ? " — try: " + c.try : "")))));
     const events = document.getElementById("job-events");
     events.replaceChildren(...(j.events || []).map(e =>
       el("li", { "data-state": e.state }, fmtTime(e.time_ms) + " " + e.state + (e.detail ? ": " + e.detail : ""))));
@@ -200,7 +209,8 @@
     setSeries("chart-throughput", "line", seriesOf(rows, THROUGHPUT_KEYS));
     const timingKeys = TIMING_KEYS.slice();
     for (const r of rows)
-      for (const k of Object.keys(r)) if (k.startsWith("timing_s/") && k !== "timing_s/step" && !timingKeys.includes(k)) timingKeys.push(k);
+      // timing_s/comm is time inside the phases (their collectives), not a phase: stacking it would count it twice.
+      for (const k of Object.keys(r)) if (k.startsWith("timing_s/") && k !== "timing_s/step" && k !== "timing_s/comm" && !timingKeys.includes(k)) timingKeys.push(k);
     setSeries("chart-timing", "bar", seriesOf(rows, timingKeys), { stacked: true });
   }
 

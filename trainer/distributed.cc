@@ -1,5 +1,7 @@
 #include "trainer/distributed.h"
 
+#include <torch/cuda.h>
+
 #include <torch/version.h>
 // The process-group base class: c10d::Backend from 2.0 on, c10d::ProcessGroup before.
 #if TORCH_VERSION_MAJOR >= 2
@@ -127,9 +129,22 @@ struct Distributed::Impl {
     return device_only && !t.is_cuda() ? t.to(device) : t;
   }
 
+  // Seconds this rank spent in collectives: waiting for its peers and moving the data.
+  double comm_s = 0;
+
+  // NCCL's wait() returns once the work is queued on the device: a CUDA group synchronises the
+  // device before a collective starts (so that earlier compute is not counted) and after it ends,
+  // so that comm_s is the collective's own time. On Gloo wait() blocks until the data is there.
+  void sync() const {
+    if (device_only) torch::cuda::synchronize(device.index());
+  }
+
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       work->wait(timeout);
+      sync();
+      comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } catch (const std::exception& e) {
       throw Error{ExitCode::kFailure,
                   "rank " + std::to_string(rank) + ": " + what + " failed: " + e.what(),
@@ -142,7 +157,11 @@ struct Distributed::Impl {
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp(op);
     opts.timeout = timeout;
-    wait(pg->allreduce(v, opts), what);
+    sync();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto work = pg->allreduce(v, opts);
+    comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // Gloo may run it here
+    wait(work, what);
     if (!v[0].is_same(t)) t.copy_(v[0]);
   }
 };
@@ -372,6 +391,8 @@ void Distributed::broadcast_parameters(const std::vector<torch::Tensor>& params,
     if (!v[0].is_same(p)) p.detach().copy_(v[0]);
   }
 }
+
+double Distributed::comm_seconds() const { return impl_ ? impl_->comm_s : 0.0; }
 
 void Distributed::barrier() {
   if (!is_distributed()) return;

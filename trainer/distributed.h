@@ -93,6 +93,12 @@ class Distributed {
 
   void barrier();
 
+  // Seconds this rank has spent in collectives since it joined (gradient all-reduce, metric and
+  // count reductions, broadcasts, barriers): the time waiting for the slowest peer and moving
+  // the data. On CUDA the device is synchronised around each collective to measure it. 0 with
+  // one rank. The PPO loop takes the step's difference as timing_s/comm.
+  double comm_seconds() const;
+
  private:
   struct Impl;
   DistributedOptions options_;

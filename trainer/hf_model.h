@@ -28,20 +28,16 @@
 #include <cstdint>
 #include <string>
 
+#include "common/model_dir.h"
 #include "trainer/model.h"
 
 namespace verl::trainer {
 
-// A model path from a job config (key names it in errors) to a directory:
-//  - "~" and "~/x" expand with $HOME; relative paths resolve against the working directory;
-//  - an existing directory is returned (absolute);
-//  - a path that is not one but looks like a hub id "org/name" is looked up in the Hugging Face
-//    cache ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub):
-//    models--org--name/snapshots/<revision>, the revision refs/main names when present, else the
-//    newest snapshot; the choice is logged;
-//  - anything else throws kInvalidConfig saying that verlctl reads local directories, where the
-//    HF cache would keep the snapshot, and how to download it (huggingface-cli download org/name).
-std::string resolve_model_dir(const std::string& path, const std::string& key);
+// A model path from a job config to a directory: common/model_dir.h (torch-free, so that the
+// job preflight on each node resolves it exactly as the ranks will).
+inline std::string resolve_model_dir(const std::string& path, const std::string& key) {
+  return model_dir::resolve(path, key);
+}
 
 // dir/config.json -> ModelConfig (architecture switches, hf_architecture, hf_config_json; the
 // compute dtype left at float32). Throws kInvalidConfig naming the file and key.

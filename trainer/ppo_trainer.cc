@@ -554,9 +554,15 @@ void PpoTrainer::compute_advantages(StepBatch& sb, MetricMap& m) {
   if (est == algos::AdvantageEstimator::kGae && al.use_pf_ppo) resample_pf_ppo(sb);
 }
 
+double PpoTrainer::comm_seconds() const {
+  const Distributed* d = strategy_->distributed();
+  return d ? d->comm_seconds() : 0.0;
+}
+
 MetricMap PpoTrainer::train_step(int64_t step) {
   MetricMap m;
   const auto t0 = std::chrono::steady_clock::now();
+  const double comm0 = comm_seconds();
   sync_rollout_weights(&m);
   StepBatch sb;
   sb.step = step;
@@ -620,6 +626,8 @@ MetricMap PpoTrainer::train_step(int64_t step) {
   const double total_tokens = global_prompt + global_response;
   const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m["timing_s/step"] = step_s;
+  // Time in collectives within the step (the scaling check's communication share, issue 19).
+  m["timing_s/comm"] = comm_seconds() - comm0;
   m["perf/time_per_step"] = step_s;
   m["perf/throughput"] = total_tokens / step_s / static_cast<double>(strategy_->dp_size());
   add_memory_metrics(m, actor_device_);

@@ -88,6 +88,8 @@ class PpoTrainer {
   void after_sft();
   // Hands the actor's weights to the rollout engine when the actor changed since the last sync.
   void sync_rollout_weights(MetricMap* m);
+  // Seconds this rank has spent in collectives so far (Distributed::comm_seconds; 0 alone).
+  double comm_seconds() const;
   int64_t total_steps() const;
   bool maybe_save(int64_t step, bool force);  // true when it saved
   void record(int64_t step, const MetricMap& m);

@@ -107,7 +107,7 @@ check "$id runs two ranks" '[ "$(rank_pids $id | wc -l)" -eq 2 ]'
 sout=$("$v" stop $id --name "$name" --grace 5); rc=$?
 check "stop exits 0 and says STOPPED" '[ $rc -eq 0 ] && [ "$sout" = "$id STOPPED" ]'
 check "no rank of $id is left" '[ -z "$(rank_pids $id)" ]'
-check "the events say STOPPING then STOPPED" '[ "$(job_field $id "\",\".join(e[\"state\"] for e in j[\"events\"])")" = "PENDING,RUNNING,STOPPING,STOPPED" ]'
+check "the events say STOPPING then STOPPED" '[ "$(job_field $id "\",\".join(e[\"state\"] for e in j[\"events\"])")" = "PENDING,RUNNING,PREFLIGHT,STOPPING,STOPPED" ]'
 
 # 6. The head killed -9 while a job runs, then started again: history and the running job kept.
 # 150 steps, and the check right before the kill: the job must still run when the head dies.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "launcher/container.h"
@@ -443,6 +444,137 @@ TEST(JobController, JobsPlacedInOnePassGetDistinctGpus) {
   EXPECT_EQ(p0[0].device, "cuda:0");
   EXPECT_EQ(p1[0].device, "cuda:1") << "GPU 0 is the first job's";
   EXPECT_TRUE(store.placements(ids[2]).empty()) << "both GPUs are taken";
+}
+
+Json preflight_ended(const std::string& task, Json report) {
+  return {{"task", task}, {"state", "exited"}, {"exit_code", 0}, {"result", std::move(report)}};
+}
+Json check(const std::string& key, const std::string& path, bool ok, const std::string& detail) {
+  return {{"check", "data"}, {"key", key}, {"path", path}, {"ok", ok}, {"detail", detail}};
+}
+
+TEST(JobController, PreflightRunsOnEveryNodeBeforeAnyRankStarts) {
+  Cluster c;
+  SubmitError e;
+  auto j = c.ctl->submit(Json{{"kind", "train"}, {"overrides", kTwoRanks}, {"preflight", true}}, 100, &e);
+  ASSERT_TRUE(j) << e.error;
+  c.ctl->tick(200);
+  const Json o0 = c.beat(c.n0, Json::array(), 300), o1 = c.beat(c.n1, Json::array(), 300);
+  ASSERT_EQ(o0.size(), 1u);
+  EXPECT_EQ(o0[0]["task"], "job-1/preflight/0");
+  EXPECT_EQ(o0[0]["kind"], "preflight");
+  EXPECT_EQ(o0[0]["cwd"], "jobs/job-1") << "paths resolve in the job directory, as the ranks'";
+  EXPECT_EQ(o0[0]["argv"][1], "job-preflight");
+  EXPECT_TRUE(o0[0]["files"].contains("job.yaml"));
+  ASSERT_EQ(o1.size(), 1u);
+  EXPECT_EQ(o1[0]["task"], "job-1/preflight/0");
+  // node-0 passes; node-1 is still checking: no rank starts anywhere.
+  const Json ok = {{"ok", true}, {"checks", Json::array({check("data.train_files", "train.jsonl", true, "JSON")})}};
+  EXPECT_TRUE(c.beat(c.n0, Json::array({preflight_ended("job-1/preflight/0", ok)}), 400).empty());
+  EXPECT_TRUE(c.beat(c.n1, Json::array({running("job-1/preflight/0")}), 400).empty());
+  EXPECT_TRUE(c.beat(c.n0, Json::array(), 450).empty()) << "node-0 waits for node-1's preflight";
+  // node-1 passes: its rank starts now, node-0's at its next heartbeat.
+  const Json s1 = c.beat(c.n1, Json::array({preflight_ended("job-1/preflight/0", ok)}), 500);
+  ASSERT_EQ(s1.size(), 1u);
+  EXPECT_EQ(s1[0]["task"], "job-1/1/0");
+  const Json s0 = c.beat(c.n0, Json::array(), 600);
+  ASSERT_EQ(s0.size(), 1u);
+  EXPECT_EQ(s0[0]["task"], "job-1/0/0");
+  bool passed = false;
+  for (const auto& ev : c.store.events(j->id)) passed = passed || (ev.state == "PREFLIGHT" && ev.detail.find("passed on node-0, node-1") == 0);
+  EXPECT_TRUE(passed);
+  if (!passed)
+    for (const auto& ev : c.store.events(j->id)) ADD_FAILURE() << ev.state << ": " << ev.detail;
+}
+
+TEST(JobController, AFailedPreflightFailsTheJobBeforeStartNamingNodeAndFile) {
+  Cluster c;
+  SubmitError e;
+  auto j = c.ctl->submit(Json{{"kind", "train"}, {"overrides", kTwoRanks}, {"preflight", true}}, 100, &e);
+  ASSERT_TRUE(j) << e.error;
+  c.ctl->tick(200);
+  c.beat(c.n0, Json::array(), 300);
+  c.beat(c.n1, Json::array(), 300);
+  const Json bad = {{"ok", false},
+                    {"checks", Json::array({check("data.train_files", "data/train.jsonl", false,
+                                                  "data/train.jsonl: no such file")})}};
+  c.beat(c.n1, Json::array({preflight_ended("job-1/preflight/0", bad)}), 400);
+  EXPECT_EQ(c.state(j->id), JobState::kFailed);
+  const auto job = *c.store.job(j->id);
+  EXPECT_EQ(job.failure["node"], "node-1");
+  const std::string reason = job.failure["reason"];
+  EXPECT_NE(reason.find("node-1 (host-b)"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("data/train.jsonl"), std::string::npos) << reason;
+  EXPECT_EQ(job.restarts, 0) << "a preflight failure is not retried";
+  // No rank was ever ordered to start, and node-0's preflight is told to stop.
+  const Json o0 = c.beat(c.n0, Json::array({running("job-1/preflight/0")}), 500);
+  for (const auto& o : o0) EXPECT_NE(o["action"], "start") << o.dump();
+  ASSERT_EQ(o0.size(), 1u);
+  EXPECT_EQ(o0[0]["action"], "stop");
+  for (const auto& p : c.store.placements(j->id)) EXPECT_EQ(p.state, TaskState::kExited);
+}
+
+TEST(JobController, APreflightThatCouldNotRunFailsWithItsOutput) {
+  Cluster c;
+  SubmitError e;
+  auto j = c.ctl->submit(Json{{"kind", "train"}, {"overrides", kTwoRanks}, {"preflight", true}}, 100, &e);
+  ASSERT_TRUE(j) << e.error;
+  c.ctl->tick(200);
+  c.beat(c.n0, Json::array(), 300);
+  c.beat(c.n0, Json::array({Json{{"task", "job-1/preflight/0"}, {"state", "exited"}, {"exit_code", 125},
+                                 {"output", "Unable to find image 'nope:1' locally"}}}),
+         400);
+  EXPECT_EQ(c.state(j->id), JobState::kFailed);
+  const std::string reason = c.store.job(j->id)->failure["reason"];
+  EXPECT_NE(reason.find("exited with code 125"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("Unable to find image"), std::string::npos) << reason;
+}
+
+TEST(JobController, NcclDebugSetsNcclsInfoVariablesOverTheSpecs) {
+  Cluster c;
+  SubmitError e;
+  auto j = c.ctl->submit(Json{{"kind", "train"}, {"overrides", kTwoRanks}, {"nccl_debug", true}}, 100, &e);
+  ASSERT_TRUE(j) << e.error;
+  EXPECT_TRUE(c.store.job(j->id)->nccl_debug) << "kept in the store";
+  c.ctl->tick(200);
+  const Json o0 = c.beat(c.n0, Json::array(), 300);
+  ASSERT_EQ(o0.size(), 1u);
+  EXPECT_TRUE(has_env(o0[0], "NCCL_DEBUG=INFO"));
+  EXPECT_TRUE(has_env(o0[0], "NCCL_DEBUG_SUBSYS=INIT,NET"));
+  std::vector<std::string> env = o0[0]["env"];
+  EXPECT_GT(std::find(env.begin(), env.end(), "NCCL_DEBUG=INFO") - env.begin(),
+            std::find(env.begin(), env.end(), "NCCL_DEBUG=WARN") - env.begin())
+      << "after the spec's NCCL_DEBUG=WARN, so that it wins";
+  EXPECT_FALSE(c.ctl->submit(Json{{"kind", "train"}, {"nccl_debug", "yes"}}, 100, &e));
+}
+
+TEST(JobController, DeclaredResourcesChangePlacement) {
+  // Two 8-GPU nodes; the first declares only GPU 7 (nodes[0].resources.gpu_ids: [7]), so a job of
+  // 2 ranks per node skips it, and a job of 1 rank there gets cuda:7, not cuda:0.
+  JobStore store(":memory:");
+  NodeRegistry registry(":memory:");
+  ControllerOptions o;
+  o.heartbeat_timeout_ms = 1000;
+  JobController ctl(store, registry, o);
+  Resources detected;
+  detected.cpus = 64;
+  detected.gpus = 8;
+  DeclaredResources d;
+  d.gpu_ids = std::vector<int>{7};
+  registry.register_node("node-0", "host-a", 1, declare(detected, d, "node-0"), 0);
+  registry.register_node("node-1", "host-b", 2, detected, 0);
+  SubmitError e;
+  auto two = ctl.submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=2"}}}, 100, &e);
+  ASSERT_TRUE(two) << e.error;
+  auto one = ctl.submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}}}, 100, &e);
+  ASSERT_TRUE(one) << e.error;
+  ctl.tick(200);
+  const auto p2 = store.placements(two->id), p1 = store.placements(one->id);
+  ASSERT_EQ(p2.size(), 2u);
+  EXPECT_EQ(p2[0].node, "node-1") << "node-0 offers one GPU only";
+  ASSERT_EQ(p1.size(), 1u);
+  EXPECT_EQ(p1[0].node, "node-0");
+  EXPECT_EQ(p1[0].device, "cuda:7");
 }
 
 TEST(JobController, AHeadRestartedUnderItsJobsTakesBackWhatIsStillRunning) {

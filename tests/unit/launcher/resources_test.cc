@@ -107,6 +107,56 @@ TEST(Resources, JsonRoundTripAndBadJsonIsAnError) {
   EXPECT_THROW(resources_from_json({{"cpus", -1}, {"memory_bytes", 0}, {"gpus", 0}}), Error);
 }
 
+using Json = nlohmann::ordered_json;
+
+TEST(Resources, DeclaredResourcesReplaceTheDetectedOnesAndRoundTrip) {
+  Resources detected;
+  detected.cpus = 128;
+  detected.gpus = 8;
+  for (int i = 0; i < 8; ++i) detected.gpu_names.push_back("GPU" + std::to_string(i));
+  DeclaredResources d = declared_resources(Json{{"host", "a"}, {"resources", {{"cpus", 32}, {"gpus", nullptr}, {"gpu_ids", {6, 7}}}}});
+  ASSERT_TRUE(d.any());
+  const Resources r = declare(detected, d, "node-0 (nodes[0].resources)");
+  EXPECT_EQ(r.cpus, 32);
+  EXPECT_EQ(r.gpus, 2);
+  EXPECT_EQ(r.usable_gpus(), (std::vector<int>{6, 7}));
+  EXPECT_EQ(r.gpu_names, (std::vector<std::string>{"GPU6", "GPU7"}));
+  EXPECT_TRUE(r.declared);
+  EXPECT_EQ(r.detected_cpus, 128);
+  EXPECT_EQ(r.detected_gpus, 8);
+  const Resources back = resources_from_json(to_json(r));
+  EXPECT_EQ(back.gpu_ids, r.gpu_ids);
+  EXPECT_EQ(back.detected_gpus, 8);
+  EXPECT_FALSE(declared_resources(Json{{"host", "a"}}).any()) << "no resources: the detected ones stay";
+}
+
+TEST(Resources, DeclaringGpusTheNodeLacksIsAnInvalidConfigNamingTheNode) {
+  Resources detected;
+  detected.cpus = 4;
+  detected.gpus = 2;
+  DeclaredResources d;
+  d.gpus = 4;
+  try {
+    declare(detected, d, "node-1 (nodes[1].resources)");
+    FAIL() << "4 GPUs declared on a node with 2";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("node-1 (nodes[1].resources)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2 GPUs detected"), std::string::npos) << e.what();
+  }
+  DeclaredResources ids;
+  ids.gpu_ids = std::vector<int>{0, 2};
+  EXPECT_THROW(declare(detected, ids, "node-1"), Error) << "index 2 on a node with GPUs 0 and 1";
+  ids.gpu_ids = std::vector<int>{1, 1};
+  EXPECT_THROW(declare(detected, ids, "node-1"), Error) << "an index twice";
+  ids.gpu_ids = std::vector<int>{1};
+  ids.gpus = 2;
+  EXPECT_THROW(declare(detected, ids, "node-1"), Error) << "gpus and gpu_ids disagree";
+  DeclaredResources fewer;
+  fewer.gpus = 0;
+  EXPECT_EQ(declare(detected, fewer, "node-1").gpus, 0) << "fewer than detected is allowed";
+}
+
 TEST(Resources, FormatBytes) {
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(int64_t{3} << 29), "1.5 GiB");

@@ -69,5 +69,27 @@ TEST(Scheduler, AGpuNodeWithTooFewGpusIsPassedOver) {
   EXPECT_EQ((*r)[0].node, "big");
 }
 
+TEST(Scheduler, DeclaredGpuIdsAreTheOnlyGpusRanksGet) {
+  NodeSlots n = gpu("a", 2);
+  n.gpu_ids = {5, 3};  // declared resources.gpu_ids: indices 3 and 5 of an 8-GPU node
+  auto r = place({1, 2}, {n}, nullptr);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0].device, "cuda:3");
+  EXPECT_EQ((*r)[1].device, "cuda:5");
+  n.busy_gpus = {3};
+  EXPECT_FALSE(place({1, 2}, {n}, nullptr)) << "one of the two declared GPUs is busy";
+}
+
+TEST(Scheduler, DeclaredCpusBoundTheRanksACpuNodeTakes) {
+  NodeSlots small = cpu("small"), big = cpu("big");
+  small.cpu_slots = 2;
+  auto r = place({1, 4}, {small, big}, nullptr);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0].node, "big") << "4 ranks do not fit in 2 declared CPUs";
+  r = place({1, 2}, {small, big}, nullptr);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0].node, "small");
+}
+
 }  // namespace
 }  // namespace verl::launcher
