@@ -65,11 +65,16 @@ class LocalBackend : public Backend {
               seconds(spec_, "agent_exit_after_s"),
               "--log-level",
               log_level()};
-    // nodes[].resources: the agent puts them over what it detects and refuses GPUs it lacks.
-    const DeclaredResources declared = declared_resources(spec_.at("nodes").at(index));
-    if (declared.any())
-      s.argv.insert(s.argv.end(), {"--resources", to_json(declared).dump(), "--resources-key",
-                                   "nodes[" + std::to_string(index) + "].resources"});
+    // nodes[].resources: the agent puts them over what it detects and refuses GPUs it lacks. A
+    // spec without a nodes list (a slurm allocation's nodes, which slurm_backend starts with
+    // these arguments) declares none.
+    const auto nodes = spec_.find("nodes");
+    if (nodes != spec_.end() && nodes->is_array() && index < nodes->size()) {
+      const DeclaredResources declared = declared_resources(nodes->at(index));
+      if (declared.any())
+        s.argv.insert(s.argv.end(), {"--resources", to_json(declared).dump(), "--resources-key",
+                                     "nodes[" + std::to_string(index) + "].resources"});
+    }
     s.log = paths_.agent_log(index);
     return s;
   }
