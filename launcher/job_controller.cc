@@ -329,6 +329,8 @@ Json JobController::preflight_order(const JobRecord& job, const std::string& nod
                 {"attempt", job.attempt},
                 {"kind", "preflight"},
                 {"cwd", job_dir(job)},
+                // The preflight runs in the job's directory first, so it claims it (agent.h).
+                {"owner", store_.incarnation() + "/" + job.name()},
                 {"argv", {"verlctl", "job-preflight", "-f", "job.yaml", "-o", "json", "--exit-zero"}},
                 {"files", {{"job.yaml", config::to_yaml(job.config)}}},
                 {"env", env}};

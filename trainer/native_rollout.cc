@@ -119,7 +119,7 @@ RolloutBatch generate(CausalLm& model, const std::vector<std::vector<int64_t>>& 
       sa[i][0] = tok;
       sma[i][0] = 1;
       ++out.response_lengths[static_cast<size_t>(i)];
-      if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+      if (!options.ignore_eos && std::find(stops.begin(), stops.end(), tok) != stops.end()) {
         done[static_cast<size_t>(i)] = true;
         out.finished[static_cast<size_t>(i)] = true;
       } else {
