@@ -134,6 +134,8 @@ Heartbeat parse_heartbeat(const Json& body) {
         r.exit_code = static_cast<int>(integer(t, "heartbeat: tasks[]", "exit_code", 0, kIntMin, kIntMax));
       r.signal = static_cast<int>(integer(t, "heartbeat: tasks[]", "signal", 0, 0, 128));
       r.error = string(t, "heartbeat: tasks[]", "error", "");
+      if (const Json* result = field(t, "result"); result && result->is_object()) r.result = *result;
+      r.output = string(t, "heartbeat: tasks[]", "output", "");
       h.tasks.push_back(std::move(r));
     }
   }
@@ -146,6 +148,8 @@ Json to_json(const std::vector<TaskReport>& tasks) {
   for (const auto& t : tasks) {
     Json j = {{"task", t.task}, {"state", t.state}, {"signal", t.signal}, {"error", t.error}};
     if (t.exit_code) j["exit_code"] = *t.exit_code;
+    if (t.result) j["result"] = *t.result;
+    if (!t.output.empty()) j["output"] = t.output;
     out.push_back(std::move(j));
   }
   return out;

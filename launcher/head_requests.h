@@ -42,6 +42,10 @@ struct TaskReport {
   std::optional<int> exit_code;
   int signal = 0;
   std::string error;
+  // A job preflight's end (kind preflight): its JSON report, or the end of its stderr when it
+  // wrote none (JobController::preflight_reported reads them).
+  std::optional<Json> result;
+  std::string output;
 };
 // POST /api/nodes/<id>/heartbeat
 struct Heartbeat {

@@ -94,6 +94,14 @@ TEST(HeadRequests, WhatAgentsSendReadsBack) {
   const auto j = rq::to_json(h.tasks);
   EXPECT_EQ(j[1]["signal"], 9);
   EXPECT_FALSE(j[1].contains("exit_code"));  // the controller reads an exit code only when sent
+  // A job preflight's end carries its report (or its stderr's end): the controller needs both.
+  const auto p = rq::parse_heartbeat(body(
+      R"({"tasks": [{"task": "job-3/preflight/0", "state": "exited", "exit_code": 0, "result": {"ok": true}},
+          {"task": "job-4/preflight/0", "state": "exited", "exit_code": 2, "output": "no such file"}]})"));
+  const auto pj = rq::to_json(p.tasks);
+  EXPECT_EQ(pj[0]["result"]["ok"], true);
+  EXPECT_EQ(pj[1]["output"], "no such file");
+  EXPECT_FALSE(pj[1].contains("result"));
   EXPECT_EQ(rq::parse_stop_grace(body("{}")), 10.0);
   EXPECT_EQ(rq::parse_stop_grace(body(R"({"grace_s": 0.5})")), 0.5);
   EXPECT_EQ(rq::parse_leave_reason(body("{}")), "agent left");
