@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The job preflight and scaling health on a 2-host SSH cluster (real OpenSSH servers on
 # 127.0.0.2-3, tests/integration/lib/ssh_hosts.sh), each node with its own directory:
-#  - a dataset present in node 0's job directory but not in node 1's: submit exits 3 before any
+#  - a dataset present on node 0 but not on node 1 (relative to the job directory): submit exits 3 before any
 #    rank starts, naming node 1 and the file; no rank log exists on either node;
 #  - --skip-job-preflight starts the ranks of the same job anyway (they then fail in the trainer);
 #  - a two-node CPU job passes the preflight on both nodes (event PREFLIGHT), succeeds, and
@@ -26,13 +26,17 @@ tiny="trainer.nnodes=2 trainer.n_gpus_per_node=1 trainer.val_before_train=false 
   data.train_batch_size=8 actor_rollout_ref.actor.ppo_mini_batch_size=8 critic.ppo_mini_batch_size=8
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 critic.ppo_micro_batch_size_per_gpu=8
   actor_rollout_ref.rollout.n=4"
-files="data.train_files=data/train.jsonl data.val_files=data/val.jsonl"
+# Relative to the job directory (nodes/<host>/jobs/job-N), as the ranks resolve them; the data
+# sits next to the jobs folder, since a job directory belongs to its job alone (an earlier,
+# unowned one is moved aside when the job claims it).
+files="data.train_files=../../data/train.jsonl data.val_files=../../data/val.jsonl"
 
-# 1. The data, relative to the job directory, is on node 0 only.
+# 1. The data is on node 0 only.
 d0=$work/remote/$name/nodes/$h0/jobs/job-1
-mkdir -p "$d0/data"
+mkdir -p "$work/remote/$name/nodes/$h0/data"
 for f in train val; do
-  echo '{"prompt": [{"role": "user", "content": "1+2="}], "data_source": "openai/gsm8k", "reward_model": {"ground_truth": "3"}}' >"$d0/data/$f.jsonl"
+  echo '{"prompt": [{"role": "user", "content": "1+2="}], "data_source": "openai/gsm8k", "reward_model": {"ground_truth": "3"}}' \
+    >"$work/remote/$name/nodes/$h0/data/$f.jsonl"
 done
 "$v" submit --name $name $tiny $files trainer.total_training_steps=2 >/dev/null 2>"$work/submit1.err"
 rc=$?
@@ -46,8 +50,6 @@ check "no rank started on either node" '! ls "$work/remote/$name/nodes/"*/jobs/j
 check "node 0's preflight ran in its job directory" '[ -s "$d0/logs/preflight-$h0.attempt-0.out" ]'
 
 # 2. --skip-job-preflight: the ranks start, and node 1's fails reading the data.
-mkdir -p "$work/remote/$name/nodes/$h0/jobs/job-2/data"
-cp "$d0/data/"*.jsonl "$work/remote/$name/nodes/$h0/jobs/job-2/data/"
 "$v" submit --name $name --skip-job-preflight $tiny $files trainer.total_training_steps=2 >/dev/null 2>"$work/submit2.err"
 rc=$?
 check "without the preflight the ranks start and the job fails in them" '[ $rc -eq 1 ] && ls "$work/remote/$name/nodes/$h1/jobs/job-2/logs/"rank-* >/dev/null 2>&1'
