@@ -154,9 +154,11 @@ RolloutBatch NativeRollout::generate(const std::vector<std::vector<int64_t>>& pr
   return trainer::generate(model_, prompts, options, row_seeds, device_);
 }
 
-void NativeRollout::load_weights(const NamedTensors& weights) {
+void NativeRollout::load_weights(const NamedTensors& weights) { load_named_weights(*model_, weights); }
+
+void load_named_weights(torch::nn::Module& model, const NamedTensors& weights) {
   torch::NoGradGuard no_grad;
-  auto params = model_->named_parameters(/*recurse=*/true);
+  auto params = model.named_parameters(/*recurse=*/true);
   for (const auto& [name, src] : weights) {
     auto* dst = params.find(name);
     if (!dst) {

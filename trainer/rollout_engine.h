@@ -35,6 +35,11 @@ uint64_t row_seed(uint64_t base, uint64_t step, uint64_t row);
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
+// Copies `weights` into `model`'s parameters of the same names, in place (captured CUDA graphs
+// keep pointing at them); throws verl::Error naming the tensor when a name is unknown or a
+// shape differs. Both engines' load_weights.
+void load_named_weights(torch::nn::Module& model, const NamedTensors& weights);
+
 class RolloutEngine {
  public:
   virtual ~RolloutEngine() = default;

@@ -147,23 +147,13 @@ SlotRollout::SlotRollout(const ModelConfig& config, const torch::Device& device,
 SlotRollout::~SlotRollout() = default;
 
 void SlotRollout::load_weights(const NamedTensors& weights) {
+  load_named_weights(*model_, weights);
+  // The fp32 norm copies (when the parameters are bf16) from the unrounded source.
   torch::NoGradGuard no_grad;
-  auto params = model_->named_parameters(/*recurse=*/true);
-  for (const auto& [name, src] : weights) {
-    auto* dst = params.find(name);
-    if (!dst) {
-      throw Error{ExitCode::kFailure, "rollout: load_weights got tensor " + name + ", which the rollout model does not have",
-                  "the actor and the rollout must be built from the same model config"};
-    }
-    if (dst->sizes() != src.sizes()) {
-      throw Error{ExitCode::kFailure,
-                  "rollout: load_weights: tensor " + name + " has shape " + c10::str(src.sizes()) +
-                      ", the rollout model's is " + c10::str(dst->sizes()),
-                  "the actor and the rollout must be built from the same model config"};
-    }
-    dst->copy_(src);  // in place: captured graphs keep pointing at the parameters
-    if (auto it = fp32_norms_.find(name); it != fp32_norms_.end() && !it->second.is_same(*dst)) it->second.copy_(src);
-  }
+  const auto params = model_->named_parameters();
+  for (const auto& [name, src] : weights)
+    if (auto it = fp32_norms_.find(name); it != fp32_norms_.end() && !it->second.is_same(params[name]))
+      it->second.copy_(src);
 }
 
 // ---- the layers ------------------------------------------------------------------------------
