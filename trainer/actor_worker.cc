@@ -5,18 +5,12 @@
 #include <chrono>
 
 #include "trainer/core_algos.h"
+#include "trainer/flops_counter.h"
 #include "trainer/minibatch_update.h"
 #include "trainer/rollout_correction.h"
 
 namespace verl::trainer {
 namespace {
-
-// Peak dense FLOP/s used for perf/mfu/actor. CUDA: an H100/H200's bf16 tensor-core peak, or
-// its fp32 peak; CPU: a nominal 100 GFLOP/s per rank (there is no honest single number).
-double peak_flops(const torch::Device& device, torch::Dtype dtype) {
-  if (device.is_cuda()) return dtype == torch::kBFloat16 ? 989e12 : 67e12;
-  return 100e9;
-}
 
 }  // namespace
 
@@ -140,11 +134,13 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
             acc.add(k, v);
         }
         auto loss = pl.pg_loss;
+        // verl's dp_actor: entropy over the vocabulary only when the loss uses it or
+        // actor.calculate_entropy asks (the step's actor/entropy comes from the old log-prob pass).
         torch::Tensor entropy;
         if (ac.entropy_coeff != 0.0) {
           entropy = agg(entropy_from_logits_chunked(logits));
           loss = loss - ac.entropy_coeff * entropy;
-        } else {
+        } else if (ac.calculate_entropy) {
           torch::NoGradGuard no_grad;
           entropy = agg(entropy_from_logits_chunked(logits.detach()));
         }
@@ -162,17 +158,15 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
         if (pl.pg_clipfrac.defined()) acc.add("actor/pg_clipfrac", item(pl.pg_clipfrac));
         if (pl.ppo_kl.defined()) acc.add("actor/ppo_kl", item(pl.ppo_kl));
         if (pl.pg_clipfrac_lower.defined()) acc.add("actor/pg_clipfrac_lower", item(pl.pg_clipfrac_lower));
-        acc.add("actor/entropy", item(entropy) * metric_scale);
+        if (entropy.defined()) acc.add("actor/entropy", item(entropy) * metric_scale);
         // Global mode: agg_loss already divided by the mini-batch's global counts.
         return global ? loss : loss * loss_scale(mb, mode);
       });
   acc.into(m);
   m["actor/skipped_updates"] = static_cast<double>(stats.skipped);
-  // perf/mfu/actor: 6 N flops per token for forward + backward, over the update's time.
+  // perf/mfu/actor as verl's fsdp worker computes it (flops_counter.h), over the update's time.
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double tokens = item(batch.attention_mask.sum()) * static_cast<double>(ac.ppo_epochs);
-  const double flops = 6.0 * static_cast<double>(count_parameters(*module_)) * tokens;
-  m["perf/mfu/actor"] = secs > 0 ? flops / secs / peak_flops(device_, module_->config().compute_dtype) : 0.0;
+  m["perf/mfu/actor"] = model_flops_utilization(module_->config(), batch.attention_mask, ac.ppo_epochs, secs, device_);
   return m;
 }
 

@@ -1,8 +1,10 @@
 #include "trainer/critic_worker.h"
 
+#include <chrono>
 #include <vector>
 
 #include "trainer/core_algos.h"
+#include "trainer/flops_counter.h"
 #include "trainer/log_probs.h"
 #include "trainer/minibatch_update.h"
 #include "trainer/seqlen_balancing.h"
@@ -61,6 +63,7 @@ SequenceLayout CriticWorker::layout() const {
 MetricMap CriticWorker::update_critic(const RolloutBatch& batch, const torch::Tensor& values,
                                       const torch::Tensor& returns, int64_t step, int64_t total_steps) {
   MetricMap m;
+  const auto start = std::chrono::steady_clock::now();
   const auto& cc = config_.critic;
   const auto mode = algos::parse_loss_agg_mode(cc.loss_agg_mode);
   const TensorMap all = {{"input_ids", batch.input_ids.to(device_)},
@@ -99,6 +102,9 @@ MetricMap CriticWorker::update_critic(const RolloutBatch& batch, const torch::Te
                          return vl.vf_loss * loss_scale(mb, mode);
                        });
   acc.into(m);
+  // perf/mfu/critic as verl's fsdp worker computes it (flops_counter.h), over the update's time.
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m["perf/mfu/critic"] = model_flops_utilization(module_->config(), batch.attention_mask, cc.ppo_epochs, secs, device_);
   return m;
 }
 

@@ -163,6 +163,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   a.loss_agg_mode = get<std::string>(c, ap + ".loss_agg_mode");
   a.loss_scale_factor = get_nullable<double>(c, ap + ".loss_scale_factor");
   a.entropy_coeff = get<double>(c, ap + ".entropy_coeff");
+  a.calculate_entropy = get<bool>(c, ap + ".calculate_entropy");
   a.use_kl_loss = get<bool>(c, ap + ".use_kl_loss");
   a.kl_loss_coef = get<double>(c, ap + ".kl_loss_coef");
   a.kl_loss_type = get<std::string>(c, ap + ".kl_loss_type");

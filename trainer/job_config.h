@@ -88,6 +88,7 @@ struct ActorConfig {
   std::string loss_agg_mode = "token-mean";
   std::optional<double> loss_scale_factor;    // seq-mean-token-sum-norm's divisor; nullopt: the response width
   double entropy_coeff = 0.0;
+  bool calculate_entropy = false;  // entropy in the update even with entropy_coeff 0 (verl's key)
   bool use_kl_loss = false;
   double kl_loss_coef = 0.001;
   std::string kl_loss_type = "low_var_kl";

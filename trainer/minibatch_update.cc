@@ -1,6 +1,9 @@
 #include "trainer/minibatch_update.h"
 
 #include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
 #include <numeric>
 #include <random>
 
@@ -28,6 +31,90 @@ double warmup_lr(const OptimConfig& o, int64_t scheduler_step, int64_t total_ste
     return o.lr * static_cast<double>(scheduler_step) / static_cast<double>(warmup);
   }
   return o.lr;
+}
+
+namespace {
+
+#if VERL_TORCH_HAS_CUDA && TORCH_VERSION_MAJOR >= 2
+// One group's AdamW step through torch's fused CUDA kernel, with torch::optim::AdamW's own state
+// (created as its step() creates it, keyed by the TensorImpl's address as libtorch 2.x keys it,
+// so a checkpoint cannot tell the two apart). False when the
+// group is not all fp32 dense CUDA parameters (or asks for amsgrad): the caller falls back.
+bool fused_adamw_group(torch::optim::AdamW& opt, torch::optim::OptimizerParamGroup& group) {
+  auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
+  if (o.amsgrad()) return false;
+  std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  for (auto& p : group.params()) {
+    if (!p.grad().defined()) continue;
+    if (!p.is_cuda() || p.scalar_type() != torch::kFloat32 || p.grad().is_sparse() ||
+        p.grad().scalar_type() != torch::kFloat32)
+      return false;
+    params.push_back(p);
+  }
+  if (params.empty()) return true;
+  auto& state = opt.state();
+  int64_t step = -1;
+  for (auto& p : params) {
+    auto it = state.find(p.unsafeGetTensorImpl());
+    if (it == state.end()) {
+      auto s = std::make_unique<torch::optim::AdamWParamState>();
+      s->step(0);
+      s->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      s->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      it = state.emplace(p.unsafeGetTensorImpl(), std::move(s)).first;
+    }
+    auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    // One step count for the kernel: every parameter of a group steps together (they may differ
+    // only after a checkpoint made by a different optimizer; then keep torch's per-tensor loop).
+    if (step >= 0 && s.step() != step) return false;
+    step = s.step();
+    grads.push_back(p.grad());
+    exp_avgs.push_back(s.exp_avg());
+    exp_avg_sqs.push_back(s.exp_avg_sq());
+  }
+  const auto step_tensor = torch::full({}, static_cast<double>(step + 1), params[0].options());
+  const std::vector<torch::Tensor> steps(params.size(), step_tensor);
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/at::TensorList(), steps, o.lr(),
+                    std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(), o.eps(),
+                    /*amsgrad=*/false, /*maximize=*/false);
+  for (auto& p : params) static_cast<torch::optim::AdamWParamState&>(*state.at(p.unsafeGetTensorImpl())).step(step + 1);
+  return true;
+}
+#endif
+
+}  // namespace
+
+void optimizer_step(torch::optim::Optimizer& optimizer) {
+#if VERL_TORCH_HAS_CUDA && TORCH_VERSION_MAJOR >= 2
+  // verlctl's optimizers hold one group (make_adamw); with more, a group the kernel cannot take
+  // would leave the others half-stepped, so those go through torch whole.
+  auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer);
+  if (adamw != nullptr && adamw->param_groups().size() == 1) {
+    torch::NoGradGuard no_grad;
+    if (fused_adamw_group(*adamw, adamw->param_groups()[0])) return;
+  }
+#endif
+  optimizer.step();
+}
+
+double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+#if TORCH_VERSION_MAJOR >= 2
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return 0.0;
+  torch::NoGradGuard no_grad;
+  // torch.nn.utils.clip_grad_norm_'s foreach path: per-tensor norms in one launch, the total,
+  // and one scale of every gradient by min(1, max_norm / (total + 1e-6)); one host sync.
+  const auto norms = at::_foreach_norm(grads, 2);
+  const auto total = torch::stack(norms).norm();
+  const auto coef = torch::clamp_max((total + 1e-6).reciprocal() * max_norm, 1.0);
+  at::_foreach_mul_(grads, coef);
+  return total.item<double>();
+#else
+  return torch::nn::utils::clip_grad_norm_(params, max_norm);
+#endif
 }
 
 void set_lr(torch::optim::Optimizer& optimizer, double lr) {
@@ -131,11 +218,11 @@ UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const Upd
         }
       }
       strategy.sync_gradients(params);
-      const double gn = torch::nn::utils::clip_grad_norm_(params, plan.grad_clip);
+      const double gn = clip_grad_norm(params, plan.grad_clip);
       stats.last_grad_norm = gn;
       if (std::isfinite(gn)) {
         acc.add(plan.who + "/grad_norm", gn);
-        optimizer.step();
+        optimizer_step(optimizer);
         ++stats.steps;
       } else {
         ++stats.skipped;

@@ -104,6 +104,16 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(const std::vector<torch::Tensor>
                                                 double beta2, double weight_decay);
 void set_lr(torch::optim::Optimizer& optimizer, double lr);
 
+// optimizer.step(), except that an AdamW over fp32 CUDA parameters steps through torch's fused
+// multi-tensor kernel (at::_fused_adamw_, libtorch >= 2: a few launches instead of ~10 per
+// parameter) on torch::optim::AdamW's own state, so checkpoints and the CPU path are unchanged.
+void optimizer_step(torch::optim::Optimizer& optimizer);
+
+// torch.nn.utils.clip_grad_norm_ (L2, scale by min(1, max_norm / (norm + 1e-6))) over the
+// parameters' gradients with multi-tensor kernels and one host sync; returns the norm before
+// clipping (inf / nan when a gradient is not finite).
+double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+
 // A tensor's value as a double (0 for an undefined tensor).
 double item(const torch::Tensor& t);
 

@@ -559,6 +559,22 @@ double PpoTrainer::comm_seconds() const {
   return d ? d->comm_seconds() : 0.0;
 }
 
+double PpoTrainer::batch_entropy(const torch::Tensor& entropy, const torch::Tensor& mask) {
+  const auto mode = algos::parse_loss_agg_mode(config_.actor.loss_agg_mode);
+  const auto m = mask.to(entropy.device()).to(torch::kFloat64);
+  torch::Tensor t;
+  if (mode == algos::LossAggMode::kTokenMean) {
+    t = torch::stack({(entropy.to(torch::kFloat64) * m).sum(), m.sum()});
+  } else {
+    const auto value = algos::agg_loss(entropy, mask.to(entropy.device()), mode, config_.actor.loss_scale_factor.value_or(0.0));
+    t = torch::stack({value.to(torch::kFloat64), torch::ones({}, m.options())});
+  }
+  strategy_->all_reduce_sum(t);
+  const auto host = t.to(torch::kCPU);
+  const double count = host[1].item<double>();
+  return count > 0 ? host[0].item<double>() / count : 0.0;
+}
+
 MetricMap PpoTrainer::train_step(int64_t step) {
   MetricMap m;
   const auto t0 = std::chrono::steady_clock::now();
@@ -570,7 +586,11 @@ MetricMap PpoTrainer::train_step(int64_t step) {
   const auto& mask = sb.rb.response_mask;
   {
     ScopedTimer timer(m, "old_log_prob");
-    sb.old_log_prob = actor_->compute_log_prob(sb.rb).log_probs;
+    // verl's trainer: the old log-prob pass also computes the entropy, and actor/entropy is its
+    // loss_agg_mode aggregate over the whole batch (the update adds its own only when asked).
+    auto old = actor_->compute_log_prob(sb.rb, /*with_entropy=*/true);
+    sb.old_log_prob = old.log_probs;
+    m["actor/entropy"] = batch_entropy(old.entropy, mask);
   }
   if (ref_) {
     ScopedTimer timer(m, "ref");

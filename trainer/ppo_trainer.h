@@ -90,6 +90,9 @@ class PpoTrainer {
   void sync_rollout_weights(MetricMap* m);
   // Seconds this rank has spent in collectives so far (Distributed::comm_seconds; 0 alone).
   double comm_seconds() const;
+  // actor/entropy: agg_loss(entropy, mask, actor.loss_agg_mode, loss_scale_factor) over every
+  // rank's rows (token-mean from the summed tokens; the other modes' ranks hold equal row counts).
+  double batch_entropy(const torch::Tensor& entropy, const torch::Tensor& mask);
   int64_t total_steps() const;
   bool maybe_save(int64_t step, bool force);  // true when it saved
   void record(int64_t step, const MetricMap& m);
