@@ -95,7 +95,10 @@ void register_submit(CLI::App& app, Context& ctx) {
                 "Start the ranks without first checking data, model and checkpoint paths on every node");
   cmd->add_flag("--nccl-debug", a->nccl_debug,
                 "Run the ranks with NCCL_DEBUG=INFO and show per node the transport NCCL chose ('status JOB')");
-  cmd->add_option("--env", a->env, "With -- CMD: NAME=value for every rank, over the torchrun and NCCL variables (repeatable)");
+  // One value per --env: CLI11 would otherwise take the overrides that follow as more values.
+  cmd->add_option("--env", a->env, "With -- CMD: NAME=value for every rank, over the torchrun and NCCL variables (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
   cmd->add_option("--working-dir", a->working_dir,
                   "With -- CMD: copy DIR (at most 16 MiB) to every node; the ranks run in the copy, not the job directory");
   cmd->add_option("--ranks-per-node", a->ranks_per_node,

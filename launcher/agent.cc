@@ -317,7 +317,9 @@ class Runner {
     const std::string dest = t.dir + "/" + kWorkingDirName;
     std::error_code ec;
     if (fs::is_directory(dest, ec)) return dest;
-    const Json got = client_.get("/api/jobs/" + t.job + "/working-dir");
+    // A client of its own: up to 16 MiB take longer than a heartbeat's timeout.
+    HeadClient fetch(o_.head, o_.token, std::chrono::seconds(60));
+    const Json got = fetch.get("/api/jobs/" + t.job + "/working-dir");
     const std::string tar = base64_decode(got.value("tar_base64", std::string()));
     std::string tmp = dest + ".unpack-XXXXXX";
     if (!::mkdtemp(tmp.data()))

@@ -41,6 +41,48 @@ void from_json(const Json& j, CommandSpec& c) {
   }
 }
 
+const std::vector<std::string>& command_job_keys_list() {
+  static const std::vector<std::string> keys = {"trainer.nnodes", "trainer.n_gpus_per_node", "trainer.max_restarts"};
+  return keys;
+}
+
+std::string command_job_keys() {
+  std::string out;
+  for (const auto& k : command_job_keys_list()) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+std::string command_override_problem(const std::string& text) {
+  size_t at = 0;
+  while (at < text.size() && text[at] == '+') ++at;
+  const auto eq = text.find('=');
+  const std::string key = text.substr(at, eq == std::string::npos ? std::string::npos : eq - at);
+  if (eq == std::string::npos || text[0] == '~')
+    return "'" + text + "' is not key=value for a command job (it reads only " + command_job_keys() + ")";
+  for (const auto& k : command_job_keys_list())
+    if (key == k) return "";
+  return "'" + key + "' does nothing for a command job: it reads only " + command_job_keys();
+}
+
+std::vector<config::Issue> command_job_issues(const std::vector<config::Issue>& issues) {
+  std::vector<config::Issue> out;
+  for (const auto& i : issues) {
+    if (i.severity != config::Severity::kError) continue;
+    for (const auto& k : command_job_keys_list())
+      if (i.path == k) out.push_back(i);
+  }
+  return out;
+}
+
+Json command_job_config(const Json& resolved) {
+  Json trainer = Json::object();
+  for (const auto& k : command_job_keys_list()) {
+    const Json* v = config::find(resolved, k);
+    trainer[k.substr(std::string("trainer.").size())] = v ? *v : Json();
+  }
+  return Json{{"trainer", trainer}};
+}
+
 std::string env_entry_problem(const std::string& entry) {
   const auto eq = entry.find('=');
   if (eq == std::string::npos) return "'" + entry + "' is not NAME=value";

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
+
 namespace verl::launcher {
 
 // The head takes a body of at most 32 MiB (head.cc); base64 makes 4 bytes of 3.
@@ -45,6 +47,18 @@ struct CommandSpec {
 // {argv, env, ranks_per_node, working_dir?: {source, bytes}}: the job record's `command`.
 void to_json(nlohmann::ordered_json& j, const CommandSpec& c);
 void from_json(const nlohmann::ordered_json& j, CommandSpec& c);
+
+// The job config keys a command job reads: its shape (trainer.nnodes, trainer.n_gpus_per_node)
+// and trainer.max_restarts. An override of any other key is refused (it would do nothing), and
+// the trainer's cross-checks (batch sizes over the ranks) do not apply.
+const std::vector<std::string>& command_job_keys_list();
+std::string command_job_keys();  // "trainer.nnodes, trainer.n_gpus_per_node, trainer.max_restarts"
+// What is wrong with an override for a command job ("" when it sets one of those keys).
+std::string command_override_problem(const std::string& override_text);
+// The issues of a resolved config that concern those keys (the others are the trainer's).
+std::vector<config::Issue> command_job_issues(const std::vector<config::Issue>& issues);
+// {trainer: {nnodes, n_gpus_per_node, max_restarts}} of a resolved job config: the record's config.
+nlohmann::ordered_json command_job_config(const nlohmann::ordered_json& resolved);
 
 // What is wrong with an --env entry ("" when it is NAME=value with NAME a shell variable name).
 std::string env_entry_problem(const std::string& entry);

@@ -97,9 +97,20 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
     job.world_size = 0;
   } else {
     const std::vector<std::string> overrides = body.value("overrides", std::vector<std::string>{});
+    if (kind == "command") {
+      // Only the job's shape: a trainer's batch sizes must not refuse (or data keys silently
+      // ride along with) a program that reads none of them.
+      if (!body.value("yaml", std::string()).empty())
+        return refuse("a command job takes no job config file: it reads only " + command_job_keys(),
+                      "give them as overrides before '--': verlctl submit trainer.nnodes=2 -- CMD");
+      for (const auto& o : overrides)
+        if (const std::string why = command_override_problem(o); !why.empty())
+          return refuse(why, "a command job reads only " + command_job_keys());
+    }
     auto doc = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()),
                                     body.value("file", std::string()), overrides);
-    if (!doc.ok()) {
+    if (kind == "command") doc.issues = command_job_issues(doc.issues);
+    if (!doc.issues.empty() && (kind == "command" || !doc.ok())) {
       error->status = 400;
       const size_t n = doc.issues.size();
       error->error = std::to_string(n) + " problem" + (n == 1 ? "" : "s") + " in the job config";
@@ -140,6 +151,7 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
       if (per_node == job.n_gpus_per_node) c.spec.ranks_per_node = 0;
       if (c.spec.ranks_per_node == 1) job.world_size = job.nnodes;
       job.total_steps = 0;  // no trainer: no steps
+      job.config = command_job_config(job.config);
       job.command = c.spec;
       working_dir_tar = std::move(c.working_dir_tar);
     }

@@ -36,6 +36,14 @@ TEST(SubmitCommand, WordsAfterTheDashesAreTheCommandsNotVerlctls) {
   EXPECT_EQ(r.err.find("--bogus"), std::string::npos) << r.err;
 }
 
+TEST(SubmitCommand, EachEnvTakesOneValueAndTheOverridesAfterItStayOverrides) {
+  // Were trainer.nnodes=2 taken as a second --env value, it would be the error ('.' in a name).
+  const auto r = run_cli({"submit", "--env", "A=1", "trainer.nnodes=2", "--env", "1B=2", "--", "true"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("'1B'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("trainer.nnodes"), std::string::npos) << r.err;
+}
+
 TEST(SubmitCommand, NoCommandAfterTheDashesIsAnErrorWithAHint) {
   const auto r = run_cli({"submit", "trainer.nnodes=2", "--"});
   EXPECT_EQ(r.code, 2);
@@ -59,9 +67,9 @@ TEST(SubmitCommand, AWorkingDirThatIsNoDirectoryIsAnError) {
 
 TEST(SubmitCommand, TheDashesOfAnotherCommandAreLeftToIt) {
   // Only submit takes a command: `config show -- x` goes to CLI11 as before (x: an override).
-  const auto r = run_cli({"config", "show", "--", "trainer.nnodes=3"});
+  const auto r = run_cli({"config", "show", "-o", "json", "--", "trainer.total_training_steps=7"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("nnodes: 3"), std::string::npos);
+  EXPECT_NE(r.out.find("\"total_training_steps\": 7"), std::string::npos) << r.out.substr(0, 300);
 }
 
 }  // namespace

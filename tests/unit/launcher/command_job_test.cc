@@ -208,6 +208,20 @@ TEST(CommandJob, MaxRestartsRestartsACommandJobWithoutTouchingTheTrainerKeys) {
   EXPECT_EQ(o[0]["argv"], Json::array({"false"}));
 }
 
+TEST(CommandJob, OnlyItsShapeAndRestartsAreReadFromTheConfig) {
+  Head h;
+  SubmitError e;
+  // Three ranks: a trainer's default batch sizes would not split; a command job has none.
+  const auto j = h.submit({{"argv", {"x"}}}, &e, {"trainer.nnodes=1", "++trainer.n_gpus_per_node=3", "trainer.max_restarts=2"});
+  ASSERT_TRUE(j) << e.error;
+  EXPECT_EQ(j->world_size, 3);
+  EXPECT_EQ(h.store.job(j->id)->config, (Json{{"trainer", {{"nnodes", 1}, {"n_gpus_per_node", 3}, {"max_restarts", 2}}}}));
+  EXPECT_FALSE(h.submit({{"argv", {"x"}}}, &e, {"data.train_batch_size=8"}));
+  EXPECT_NE(e.error.find("'data.train_batch_size' does nothing for a command job"), std::string::npos) << e.error;
+  EXPECT_FALSE(h.ctl->submit(Json{{"kind", "command"}, {"yaml", "trainer:\n  nnodes: 2\n"}, {"command", {{"argv", {"x"}}}}}, 1, &e));
+  EXPECT_NE(e.error.find("takes no job config file"), std::string::npos) << e.error;
+}
+
 TEST(CommandJob, TheHeadRefusesWhatItCannotRun) {
   Head h;
   SubmitError e;
