@@ -135,8 +135,11 @@ void register_submit(CLI::App& app, Context& ctx) {
       body["file"] = file;
     }
     // Warnings (verl keys accepted and ignored) are the submitter's to read; errors come back from the head.
-    const auto local = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()), file, a->overrides);
-    if (local.ok() && !local.issues.empty()) *ctx.err << config::format_issues(local.issues);
+    // (A command job reads only its shape: the head names any other key.)
+    if (!ctx.command) {
+      const auto local = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()), file, a->overrides);
+      if (local.ok() && !local.issues.empty()) *ctx.err << config::format_issues(local.issues);
+    }
     std::string error;
     auto r = client->try_request("POST", "/api/jobs", &body, &error);
     if (!r)
