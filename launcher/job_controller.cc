@@ -55,7 +55,7 @@ std::vector<std::string> spec_assignments(const Json& env) {
   return out;
 }
 
-std::string describe_exit(const Placement& p) {
+std::string describe_exit(const Placement& p, ExitCodes codes) {
   if (!p.error.empty()) return p.error;
   if (p.signal) {
     const char* name = strsignal(p.signal);
@@ -63,8 +63,9 @@ std::string describe_exit(const Placement& p) {
   }
   if (!p.exit_code) return "ended without an exit status";
   std::string meaning;
-  for (const auto& e : exit_code_table())
-    if (static_cast<int>(e.code) == *p.exit_code) meaning = " (" + std::string(e.name) + ")";
+  if (codes == ExitCodes::kVerlctl)
+    for (const auto& e : exit_code_table())
+      if (static_cast<int>(e.code) == *p.exit_code) meaning = " (" + std::string(e.name) + ")";
   return "exited with code " + std::to_string(*p.exit_code) + meaning;
 }
 
@@ -510,7 +511,8 @@ void JobController::decide_failure(const JobRecord& job, int64_t now_ms) {
   }
   if (!cause) return;
   fail_attempt(job, *cause,
-               "rank " + std::to_string(cause->rank) + " on " + cause->host + " (" + cause->node + ") " + describe_exit(*cause),
+               "rank " + std::to_string(cause->rank) + " on " + cause->host + " (" + cause->node + ") " +
+                   describe_exit(*cause, job.kind == "command" ? ExitCodes::kOwn : ExitCodes::kVerlctl),
                now_ms);
 }
 

@@ -69,7 +69,7 @@ ferr=$(cat "$VERLCTL_HOME/fail.err")
 echo "$ferr" | tail -4 >&2
 check "a rank exiting 3: submit exits 1" '[ $rc -eq 1 ]'
 check "the failure names rank 1, its host, its node and exit code 3" \
-  'grep -q "job-3 FAILED: rank 1 on $(hostname) (node-1) exited with code 3" <<<"$ferr"'
+  'grep -q "job-3 FAILED: rank 1 on $(hostname) (node-1) exited with code 3$" <<<"$ferr"'
 check "and shows the rank's last lines" 'grep -q "rank 1 here" <<<"$ferr"'
 check "the other rank was stopped" 'wait_for 10 "! pgrep -f \"sleep 37\" >/dev/null"'
 

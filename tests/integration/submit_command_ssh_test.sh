@@ -49,6 +49,6 @@ ferr=$(cat "$work/fail.err")
 echo "$ferr" | tail -3 >&2
 n=$(job_field job-3 "[p[\"node\"] for p in j[\"placement\"] if p[\"rank\"]==2][0]")
 check "a rank exiting 3 fails the job naming rank 2, its host, node and code" \
-  '[ $rc -eq 1 ] && grep -q "job-3 FAILED: rank 2 on $(hostname) ($n) exited with code 3" <<<"$ferr"'
+  '[ $rc -eq 1 ] && grep -q "job-3 FAILED: rank 2 on $(hostname) ($n) exited with code 3$" <<<"$ferr"'
 check "the other ranks were stopped on their hosts" 'wait_for 15 "! pgrep -f \"sleep 41\" >/dev/null"'
 exit $failed

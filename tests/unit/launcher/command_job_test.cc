@@ -187,7 +187,9 @@ TEST(CommandJob, ARankExitingNonZeroFailsTheJobNamingRankHostAndCode) {
   EXPECT_EQ(job.failure["rank"], 1);
   EXPECT_EQ(job.failure["host"], "host-b");
   EXPECT_EQ(job.failure["exit_code"], 3);
-  EXPECT_NE(job.failure["reason"].get<std::string>().find("rank 1 on host-b (node-1) exited with code 3"), std::string::npos);
+  const std::string reason = job.failure["reason"].get<std::string>();
+  EXPECT_NE(reason.find("rank 1 on host-b (node-1) exited with code 3"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("invalid-config"), std::string::npos) << "3 is the program's, not verlctl's exit code";
 }
 
 TEST(CommandJob, MaxRestartsRestartsACommandJobWithoutTouchingTheTrainerKeys) {
