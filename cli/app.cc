@@ -1,5 +1,6 @@
 #include "cli/app.h"
 
+#include <algorithm>
 #include <iostream>
 #include <filesystem>
 #include <sstream>
@@ -73,7 +74,15 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   ctx.out = &out;
   ctx.err = &err;
   auto app = build_app(ctx);
-  std::vector<std::string> rev(args.rbegin(), args.rend() - (args.empty() ? 0 : 1));
+  std::vector<std::string> rest = args;
+  // `submit ... -- CMD [ARGS...]`: the command is not verlctl's to parse; CLI11 would read its
+  // words as overrides (and its options as submit's).
+  const auto dashes = std::find(rest.begin(), rest.end(), "--");
+  if (dashes != rest.end() && std::find(rest.begin() + (rest.empty() ? 0 : 1), dashes, "submit") != dashes) {
+    ctx.command = std::vector<std::string>(dashes + 1, rest.end());
+    rest.erase(dashes, rest.end());
+  }
+  std::vector<std::string> rev(rest.rbegin(), rest.rend() - (rest.empty() ? 0 : 1));
   try {
     // CLI11 reads a bare "++" as the end of a subcommand's arguments and drops it: an override
     // typed without its key would pass unseen (issue 16, case 9).

@@ -8,6 +8,7 @@
 
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct Context {
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
   int exit_code = 0;  // a command that succeeds with a non-zero status (lint --strict) sets it
+  // `verlctl submit [options] -- CMD [ARGS...]`: what follows the "--" (split off before CLI11
+  // parses, which would take it as positionals); set, possibly empty, only when there was one.
+  std::optional<std::vector<std::string>> command;
 };
 
 std::unique_ptr<CLI::App> build_app(Context& ctx);

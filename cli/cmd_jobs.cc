@@ -1,4 +1,5 @@
-// `verlctl jobs`: every job of a cluster, newest first: state, step, ranks, restarts, times.
+// `verlctl jobs`: every job of a cluster, newest first: state, step (a command job: its command), ranks,
+// restarts, times.
 #include <ctime>
 
 #include "cli/app.h"
@@ -32,15 +33,21 @@ void register_jobs(CLI::App& app, Context& ctx) {
         std::strftime(buf, sizeof buf, "%m-%d %H:%M:%S", &tm);
         submitted = buf;
       }
+      // A command job has no trainer steps: what it runs instead (cut, the table stays readable).
+      std::string progress = std::to_string(j.value("step", 0)) + (total > 0 ? "/" + std::to_string(total) : "");
+      if (j.contains("command")) {
+        progress = j["command"].get<std::string>();
+        if (progress.size() > 48) progress = progress.substr(0, 45) + "...";
+      }
       std::string took = "-";
       if (j.contains("started_ms") && j.contains("ended_ms"))
         took = format_duration_s((j["ended_ms"].get<int64_t>() - j["started_ms"].get<int64_t>()) / 1000.0);
       rows.push_back({j.value("id", std::string()), j.value("kind", std::string()), j.value("state", std::string()),
-                      std::to_string(j.value("step", 0)) + (total > 0 ? "/" + std::to_string(total) : ""),
+                      progress, 
                       std::to_string(j.value("nnodes", 0)) + "x" + std::to_string(j.value("n_gpus_per_node", 0)),
                       std::to_string(j.value("restarts", 0)), submitted, took});
     }
-    print_table(*ctx.out, {"JOB", "KIND", "STATE", "STEP", "RANKS", "RESTARTS", "SUBMITTED", "DURATION"}, rows);
+    print_table(*ctx.out, {"JOB", "KIND", "STATE", "STEP/COMMAND", "RANKS", "RESTARTS", "SUBMITTED", "DURATION"}, rows);
   });
 }
 

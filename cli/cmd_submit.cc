@@ -1,11 +1,15 @@
 // `verlctl submit [-f job.yaml] [key=value ...] [--no-wait]`: sends a job to a running cluster's
 // head, which validates it with the same code as `verlctl config validate` (exit 3 with every
-// issue), queues it and places its ranks. Without --no-wait it follows the merged logs (stdout)
+// issue), queues it and places its ranks. `verlctl submit [options] -- CMD [ARGS...]` sends a
+// command job instead (launcher/command_job.h): the same placement (trainer.* overrides before
+// the "--"), each rank running CMD with torchrun's environment, --env on top, in the job
+// directory or in a copy of --working-dir (packed here with tar, sent through the head). Without --no-wait it follows the merged logs (stdout)
 // with progress (stderr) and exits with the job's result: 0 SUCCEEDED, 1 FAILED (printing the
 // failure; 3 when the job preflight found a path of the config wrong on a node, before any rank
 // started), 130 when interrupted (the job keeps running).
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -18,6 +22,8 @@
 #include "common/error.h"
 #include "common/hydra.h"
 #include "common/files.h"
+#include "common/process.h"
+#include "launcher/command_job.h"
 #include "launcher/signals.h"
 
 namespace verl::cli {
@@ -31,8 +37,51 @@ struct SubmitArgs {
   bool no_wait = false;
   bool skip_job_preflight = false;
   bool nccl_debug = false;
+  // A command job's (after "--"): see command_body().
+  std::vector<std::string> env;
+  std::string working_dir;
+  int ranks_per_node = 0;
   TargetArgs target;
 };
+
+// DIR as a tar, its paths relative to it ("./x"). The whole directory travels in the submit
+// body, so it is capped (command_job.h); data belongs on a filesystem the nodes share.
+std::string pack_working_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw Error(ExitCode::kUsage, "--working-dir " + dir + " is not a directory", "give a directory to copy to every node");
+  process::Options po;
+  po.timeout = std::chrono::seconds(120);
+  const auto r = process::run({"tar", "-c", "-f", "-", "-C", dir, "."}, po);
+  if (r.exit_code != 0)
+    throw Error(ExitCode::kFailure, "cannot pack --working-dir " + dir + ": tar exited with " + std::to_string(r.exit_code) + ": " + r.err,
+                "every file under it must be readable");
+  if (static_cast<int64_t>(r.out.size()) > launcher::kMaxWorkingDirBytes)
+    throw Error(ExitCode::kUsage,
+                "--working-dir " + dir + " packs to " + std::to_string(r.out.size() >> 20) + " MiB, more than the " +
+                    std::to_string(launcher::kMaxWorkingDirBytes >> 20) + " MiB a job carries",
+                "leave data and checkpoints on a filesystem every node mounts, and copy only the code");
+  return r.out;
+}
+
+// The `command` field of a command job's body (docs/API.md), checked before the head is asked.
+Json command_body(const SubmitArgs& a, const std::vector<std::string>& argv) {
+  if (argv.empty())
+    throw Error(ExitCode::kUsage, "no command after '--'",
+                "name the program each rank runs: verlctl submit trainer.nnodes=2 -- python3 train.py");
+  for (const auto& e : a.env)
+    if (const std::string why = launcher::env_entry_problem(e); !why.empty())
+      throw Error(ExitCode::kUsage, "--env " + why, "write --env NAME=value, once per variable");
+  if (a.ranks_per_node < 0)
+    throw Error(ExitCode::kUsage, "--ranks-per-node must be 1 (one process per node) or trainer.n_gpus_per_node",
+                "--ranks-per-node 1 for torchrun or deepspeed, which start a process per GPU themselves");
+  Json c = {{"argv", argv}, {"env", a.env}, {"ranks_per_node", a.ranks_per_node}};
+  if (!a.working_dir.empty()) {
+    const std::string dir = std::filesystem::absolute(a.working_dir).lexically_normal().string();
+    c["working_dir"] = {{"source", dir}, {"tar_base64", launcher::base64_encode(pack_working_dir(dir))}};
+  }
+  return c;
+}
 
 }  // namespace
 
@@ -46,18 +95,38 @@ void register_submit(CLI::App& app, Context& ctx) {
                 "Start the ranks without first checking data, model and checkpoint paths on every node");
   cmd->add_flag("--nccl-debug", a->nccl_debug,
                 "Run the ranks with NCCL_DEBUG=INFO and show per node the transport NCCL chose ('status JOB')");
+  // One value per --env: CLI11 would otherwise take the overrides that follow as more values.
+  cmd->add_option("--env", a->env, "With -- CMD: NAME=value for every rank, over the torchrun and NCCL variables (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
+  cmd->add_option("--working-dir", a->working_dir,
+                  "With -- CMD: copy DIR (at most 16 MiB) to every node; the ranks run in the copy, not the job directory");
+  cmd->add_option("--ranks-per-node", a->ranks_per_node,
+                  "With -- CMD: 1 runs one process per node, holding its GPUs (for torchrun, deepspeed); default one per GPU");
   add_target_options(cmd, a->target);
   cmd->footer(
       "Examples:\n"
       "  verlctl up --local 1 && verlctl submit\n"
       "  verlctl submit -f job.yaml trainer.nnodes=2 trainer.n_gpus_per_node=1\n"
       "  id=$(verlctl submit --no-wait trainer.total_training_steps=20) && verlctl logs $id -f\n"
-      "  verlctl submit --address head:8265 --token-file token -o json");
+      "  verlctl submit --address head:8265 --token-file token -o json\n"
+      "Any command as the ranks of a job (torchrun's variables: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...):\n"
+      "  verlctl submit trainer.nnodes=2 trainer.n_gpus_per_node=8 -- python3 train.py --lr 1e-5\n"
+      "  verlctl submit --working-dir . --env OMP_NUM_THREADS=4 -- python3 allreduce.py\n"
+      "  verlctl submit trainer.nnodes=2 --ranks-per-node 1 -- sh -c 'torchrun --nnodes $WORLD_SIZE --node-rank $RANK --nproc-per-node 8 --master-addr $MASTER_ADDR --master-port $MASTER_PORT train.py'");
   cmd->callback([&ctx, a] {
+    Json command;
+    if (ctx.command) {
+      command = command_body(*a, *ctx.command);
+    } else if (!a->env.empty() || !a->working_dir.empty() || a->ranks_per_node != 0) {
+      throw Error(ExitCode::kUsage, "--env, --working-dir and --ranks-per-node belong to a command job, and no command follows '--'",
+                  "verlctl submit [options] -- CMD [ARGS...]");
+    }
     const auto target = find_head(a->target);
     auto client = connect(target);
-    Json body = {{"kind", "train"}, {"overrides", a->overrides}, {"preflight", !a->skip_job_preflight},
-                 {"nccl_debug", a->nccl_debug}};
+    Json body = {{"kind", ctx.command ? "command" : "train"}, {"overrides", a->overrides},
+                 {"preflight", !ctx.command && !a->skip_job_preflight}, {"nccl_debug", a->nccl_debug}};
+    if (ctx.command) body["command"] = command;
     // The head resolves the config; a Hydra primary config is composed here, where its folder is.
     const std::string file = a->job.primary();
     if (!file.empty()) {
@@ -66,8 +135,11 @@ void register_submit(CLI::App& app, Context& ctx) {
       body["file"] = file;
     }
     // Warnings (verl keys accepted and ignored) are the submitter's to read; errors come back from the head.
-    const auto local = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()), file, a->overrides);
-    if (local.ok() && !local.issues.empty()) *ctx.err << config::format_issues(local.issues);
+    // (A command job reads only its shape: the head names any other key.)
+    if (!ctx.command) {
+      const auto local = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()), file, a->overrides);
+      if (local.ok() && !local.issues.empty()) *ctx.err << config::format_issues(local.issues);
+    }
     std::string error;
     auto r = client->try_request("POST", "/api/jobs", &body, &error);
     if (!r)

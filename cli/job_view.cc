@@ -119,10 +119,15 @@ void print_job(std::ostream& out, const Json& j) {
   if (j.contains("pending_reason")) out << " (" << j["pending_reason"].get<std::string>() << ")";
   out << "\n";
   const int64_t step = j.value("step", int64_t{0}), total = j.value("total_steps", int64_t{0});
-  out << "  step:     " << step;
-  if (total > 0) out << "/" << total << " (" << (100 * step / total) << "%)";
-  if (j.contains("eta_s")) out << ", ETA " << format_duration_s(j["eta_s"].get<double>());
-  out << "\n";
+  if (j.contains("command")) {
+    // A command job (submit -- CMD) has no trainer steps: what each rank runs.
+    out << "  command:  " << j["command"].get<std::string>() << "\n";
+  } else {
+    out << "  step:     " << step;
+    if (total > 0) out << "/" << total << " (" << (100 * step / total) << "%)";
+    if (j.contains("eta_s")) out << ", ETA " << format_duration_s(j["eta_s"].get<double>());
+    out << "\n";
+  }
   if (j.contains("started_ms")) {
     const int64_t end = j.contains("ended_ms") ? j["ended_ms"].get<int64_t>() : 0;
     out << "  started:  " << clock_time(j["started_ms"].get<int64_t>());

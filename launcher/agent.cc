@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/process.h"
+#include "launcher/command_job.h"
 #include "launcher/container.h"
 #include "launcher/gpu_sampler.h"
 #include "launcher/log_chunks.h"
@@ -261,12 +262,17 @@ class Runner {
     // Shipped from the start: rows of an earlier attempt come again and replace themselves (by step).
     if (!metrics.empty()) t.metrics_path = metrics[0] == '/' ? metrics : t.dir + "/" + metrics;
     std::vector<std::string> argv = order.value("argv", std::vector<std::string>{});
-    if (argv.empty() || argv[0] != "verlctl") throw Error(ExitCode::kFailure, "the order's argv must start with verlctl");
-    argv[0] = o_.exe.empty() ? process::self_exe() : o_.exe;
+    // A command job's ranks run the submitter's program as it is (command_job.h); every other
+    // task is this node's verlctl.
+    const bool command = t.kind == "command";
+    if (argv.empty() || (!command && argv[0] != "verlctl"))
+      throw Error(ExitCode::kFailure, "the order's argv must start with verlctl");
+    if (!command) argv[0] = o_.exe.empty() ? process::self_exe() : o_.exe;
     std::vector<std::string> env = node_env_;
     for (const auto& e : order.value("env", std::vector<std::string>{})) env.push_back(e);
     process::Options po;
     po.cwd = t.dir;
+    if (command && order.contains("working_dir")) po.cwd = unpack_working_dir(t);
     po.parent_death = process::Options::ParentDeath::kKill;
     const Json container = order.value("container", Json());
     if (container.is_object() && container.value("runtime", std::string("none")) != "none") {
@@ -280,7 +286,7 @@ class Runner {
       host.infiniband = !o_.resources.ib_ports.empty();
       if (const char* node = std::getenv("SLURMD_NODENAME")) host.slurm_node = node;
       const std::string name = container.value("name", std::string());
-      argv = container_argv(c, host, env, argv, {name, t.dir});
+      argv = container_argv(c, host, env, argv, {name, po.cwd});
       po.env = container_client_env(c, env);  // the values: never on the command line
       t.kill_argv = container_kill_argv(c, name);
       po.parent_death = process::Options::ParentDeath::kTerm;
@@ -301,6 +307,43 @@ class Runner {
   }
 
   static constexpr const char* kOwnerFile = ".verlctl-owner";
+
+  // A command job's working directory (command_job.h) in <job dir>/work, fetched from the head
+  // and unpacked by the first of the job's ranks on this machine; the others, and later
+  // attempts, find it there. Unpacked beside it and renamed into place, so that a rank never
+  // starts in half of it (agents of a local cluster share one job directory).
+  std::string unpack_working_dir(const Task& t) {
+    namespace fs = std::filesystem;
+    const std::string dest = t.dir + "/" + kWorkingDirName;
+    std::error_code ec;
+    if (fs::is_directory(dest, ec)) return dest;
+    // A client of its own: up to 16 MiB take longer than a heartbeat's timeout.
+    HeadClient fetch(o_.head, o_.token, std::chrono::seconds(60));
+    const Json got = fetch.get("/api/jobs/" + t.job + "/working-dir");
+    const std::string tar = base64_decode(got.value("tar_base64", std::string()));
+    std::string tmp = dest + ".unpack-XXXXXX";
+    if (!::mkdtemp(tmp.data()))
+      throw Error(ExitCode::kFailure, "cannot make a directory in " + t.dir + ": " + std::strerror(errno));
+    process::Options po;
+    po.stdin_data = tar;
+    po.timeout = std::chrono::seconds(60);
+    const auto r = process::run({"tar", "-x", "-f", "-", "-C", tmp}, po);
+    if (r.exit_code != 0) {
+      fs::remove_all(tmp, ec);
+      throw Error(ExitCode::kFailure, "cannot unpack the working directory " + got.value("source", std::string()) + " (" +
+                                          std::to_string(tar.size()) + " bytes) into " + dest + ": tar exited with " +
+                                          std::to_string(r.exit_code) + ": " + r.err,
+                  "is tar installed on " + host_ + "?");
+    }
+    if (::rename(tmp.c_str(), dest.c_str()) != 0) {
+      fs::remove_all(tmp, ec);  // another agent on this machine unpacked it first
+      if (!fs::is_directory(dest, ec))
+        throw Error(ExitCode::kFailure, "cannot move the working directory into " + dest + ": " + std::strerror(errno));
+    }
+    log::Info() << "task " << t.id << ": working directory " << got.value("source", std::string()) << " ("
+                << tar.size() << " bytes) unpacked in " << dest;
+    return dest;
+  }
 
   // A job directory belongs to one job of one head: its .verlctl-owner file names the store's
   // incarnation and the job ("<incarnation>/job-1"). Job ids start again at job-1 in a new

@@ -334,6 +334,17 @@ void Head::install_job_routes() {
     reply(res, 200, d);
   });
 
+  // A command job's working directory (command_job.h): each node's agent fetches it once.
+  http.Get(R"(/api/jobs/job-(\d+)/working-dir)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto job = job_of(req, res);
+    if (!job) return;
+    const std::string tar = jobs_.working_dir(job->id);
+    if (!job->command || job->command->working_dir.empty() || tar.empty())
+      return reply(res, 404, Json{{"error", job->name() + " was submitted without a working directory"},
+                                  {"hint", "verlctl submit --working-dir DIR -- CMD"}});
+    reply(res, 200, Json{{"source", job->command->working_dir}, {"bytes", tar.size()}, {"tar_base64", base64_encode(tar)}});
+  });
+
   http.Post(R"(/api/jobs/job-(\d+)/stop)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;

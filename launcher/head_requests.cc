@@ -155,6 +155,46 @@ Json to_json(const std::vector<TaskReport>& tasks) {
   return out;
 }
 
+SubmitCommand parse_submit_command(const Json& body) {
+  constexpr const char* kWhere = "jobs: command";
+  need_object(body, "jobs");
+  const Json* c = field(body, "command");
+  if (!c) bad("jobs", "a job of kind command needs 'command': {argv: [...]}");
+  need_object(*c, kWhere);
+  SubmitCommand out;
+  const Json* argv = array(*c, kWhere, "argv");
+  if (!argv || argv->empty()) bad(kWhere, "'argv' must be a non-empty array of strings (the command and its arguments)");
+  for (const auto& a : *argv) {
+    if (!a.is_string()) bad(kWhere, "'argv' must hold strings only");
+    out.spec.argv.push_back(a.get<std::string>());
+  }
+  if (out.spec.argv[0].empty()) bad(kWhere, "'argv[0]' (the program) is empty");
+  if (const Json* env = array(*c, kWhere, "env")) {
+    for (const auto& e : *env) {
+      if (!e.is_string()) bad(kWhere, "'env' must hold NAME=value strings");
+      if (const std::string why = env_entry_problem(e.get<std::string>()); !why.empty()) bad(kWhere, "'env': " + why);
+      out.spec.env.push_back(e.get<std::string>());
+    }
+  }
+  out.spec.ranks_per_node = static_cast<int>(integer(*c, kWhere, "ranks_per_node", 0, 0, kIntMax));
+  if (const Json* wd = field(*c, "working_dir")) {
+    need_object(*wd, "jobs: command.working_dir");
+    out.spec.working_dir = string(*wd, "jobs: command.working_dir", "source", "");
+    if (out.spec.working_dir.empty()) bad("jobs: command.working_dir", "'source' (the submitter's directory) is required");
+    try {
+      out.working_dir_tar = base64_decode(string(*wd, "jobs: command.working_dir", "tar_base64", ""));
+    } catch (const std::invalid_argument& e) {
+      bad("jobs: command.working_dir", std::string("'tar_base64': ") + e.what());
+    }
+    if (out.working_dir_tar.empty()) bad("jobs: command.working_dir", "'tar_base64' (the directory as a tar) is empty");
+    if (static_cast<int64_t>(out.working_dir_tar.size()) > kMaxWorkingDirBytes)
+      bad("jobs: command.working_dir", "the tar is " + std::to_string(out.working_dir_tar.size()) + " bytes, more than " +
+                                           std::to_string(kMaxWorkingDirBytes));
+    out.spec.working_dir_bytes = static_cast<int64_t>(out.working_dir_tar.size());
+  }
+  return out;
+}
+
 std::string parse_leave_reason(const Json& body) {
   need_object(body, "leave");
   return string(body, "leave", "reason", "agent left");

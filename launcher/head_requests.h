@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/command_job.h"
 #include "launcher/resources.h"
 
 namespace verl::launcher::requests {
@@ -56,6 +57,15 @@ struct Heartbeat {
 Heartbeat parse_heartbeat(const Json& body);
 // The reports back as the JSON the job controller reads (JobController::heartbeat).
 Json to_json(const std::vector<TaskReport>& tasks);
+
+// POST /api/jobs's `command` field (kind command): {argv: [..] (non-empty), env?: ["NAME=value"],
+// ranks_per_node?: 0|1, working_dir?: {source, tar_base64}}. The tar is decoded here and must
+// be at most kMaxWorkingDirBytes.
+struct SubmitCommand {
+  CommandSpec spec;  // working_dir_bytes set from the decoded tar
+  std::string working_dir_tar;
+};
+SubmitCommand parse_submit_command(const Json& body);
 
 // POST /api/nodes/<id>/leave
 std::string parse_leave_reason(const Json& body);  // "agent left" when absent

@@ -7,6 +7,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "launcher/container.h"
+#include "launcher/head_requests.h"
+#include "launcher/rank_env.h"
 #include "launcher/scheduler.h"
 
 namespace verl::launcher {
@@ -53,7 +55,7 @@ std::vector<std::string> spec_assignments(const Json& env) {
   return out;
 }
 
-std::string describe_exit(const Placement& p) {
+std::string describe_exit(const Placement& p, ExitCodes codes) {
   if (!p.error.empty()) return p.error;
   if (p.signal) {
     const char* name = strsignal(p.signal);
@@ -61,8 +63,9 @@ std::string describe_exit(const Placement& p) {
   }
   if (!p.exit_code) return "ended without an exit status";
   std::string meaning;
-  for (const auto& e : exit_code_table())
-    if (static_cast<int>(e.code) == *p.exit_code) meaning = " (" + std::string(e.name) + ")";
+  if (codes == ExitCodes::kVerlctl)
+    for (const auto& e : exit_code_table())
+      if (static_cast<int>(e.code) == *p.exit_code) meaning = " (" + std::string(e.name) + ")";
   return "exited with code " + std::to_string(*p.exit_code) + meaning;
 }
 
@@ -78,9 +81,11 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
   };
   if (!body.is_object()) return refuse("the body must be a JSON object", "see docs/API.md");
   const std::string kind = body.value("kind", std::string("train"));
-  if (kind != "train" && kind != "probe") return refuse("unknown job kind '" + kind + "'", "kind is train or probe");
+  if (kind != "train" && kind != "probe" && kind != "command")
+    return refuse("unknown job kind '" + kind + "'", "kind is train, probe or command");
   JobRecord job;
   job.kind = kind;
+  std::string working_dir_tar;
   if (kind == "probe") {
     std::vector<std::string> argv = body.value("argv", std::vector<std::string>{"probe"});
     if (argv.empty() || (argv[0] != "probe" && argv[0] != "train"))
@@ -93,9 +98,20 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
     job.world_size = 0;
   } else {
     const std::vector<std::string> overrides = body.value("overrides", std::vector<std::string>{});
+    if (kind == "command") {
+      // Only the job's shape: a trainer's batch sizes must not refuse (or data keys silently
+      // ride along with) a program that reads none of them.
+      if (!body.value("yaml", std::string()).empty())
+        return refuse("a command job takes no job config file: it reads only " + command_job_keys(),
+                      "give them as overrides before '--': verlctl submit trainer.nnodes=2 -- CMD");
+      for (const auto& o : overrides)
+        if (const std::string why = command_override_problem(o); !why.empty())
+          return refuse(why, "a command job reads only " + command_job_keys());
+    }
     auto doc = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()),
                                     body.value("file", std::string()), overrides);
-    if (!doc.ok()) {
+    if (kind == "command") doc.issues = command_job_issues(doc.issues);
+    if (!doc.issues.empty() && (kind == "command" || !doc.ok())) {
       error->status = 400;
       const size_t n = doc.issues.size();
       error->error = std::to_string(n) + " problem" + (n == 1 ? "" : "s") + " in the job config";
@@ -116,10 +132,35 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
       if (!v.is_boolean()) return refuse(std::string(flag) + " must be true or false", "see docs/API.md");
       (std::string(flag) == "preflight" ? job.preflight : job.nccl_debug) = v.get<bool>();
     }
+    if (kind == "command") {
+      // The same job with another per-rank argv (command_job.h); the config gives its shape
+      // (trainer.nnodes, n_gpus_per_node, max_restarts).
+      requests::SubmitCommand c;
+      try {
+        c = requests::parse_submit_command(body);
+      } catch (const std::invalid_argument& e) {
+        return refuse(e.what(), "see docs/API.md: POST /api/jobs, kind command");
+      }
+      if (job.preflight)
+        return refuse("a command job has no job preflight (it checks a train job's data, model and checkpoint paths)",
+                      "send preflight: false");
+      const int per_node = c.spec.ranks_per_node;
+      if (per_node != 0 && per_node != 1 && per_node != job.n_gpus_per_node)
+        return refuse("ranks_per_node " + std::to_string(per_node) + " is neither 1 (one process per node) nor trainer.n_gpus_per_node (" +
+                          std::to_string(job.n_gpus_per_node) + ", one per slot, the default)",
+                      "--ranks-per-node 1 for a launcher that starts its own processes (torchrun, deepspeed)");
+      if (per_node == job.n_gpus_per_node) c.spec.ranks_per_node = 0;
+      if (c.spec.ranks_per_node == 1) job.world_size = job.nnodes;
+      job.total_steps = 0;  // no trainer: no steps
+      job.config = command_job_config(job.config);
+      job.command = c.spec;
+      working_dir_tar = std::move(c.working_dir_tar);
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   job = store_.create(job, now_ms);
-  log::Info() << job.name() << " (" << job.kind << ") submitted";
+  if (!working_dir_tar.empty()) store_.put_working_dir(job.id, working_dir_tar);
+  log::Info() << job.name() << " (" << job.kind << ") submitted" << (job.command ? ": " + job.command->display() : "");
   return job;
 }
 
@@ -156,27 +197,28 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
   const std::string addr = rv.value("master_addr", std::string("127.0.0.1"));
   const int port = rv.value("master_port", options_.store_port);
   std::vector<std::string> env = spec_assignments(options_.spec_env);
-  int local_world = 0;
-  std::string visible;
-  for (const auto& q : store_.placements(job.id, p.attempt)) {
-    if (q.node != p.node) continue;
-    ++local_world;
-    if (q.device.rfind("cuda:", 0) == 0) visible += (visible.empty() ? "" : ",") + q.device.substr(5);
-  }
   Json order = {{"task", p.task_id()}, {"action", "start"}, {"job", job.name()}, {"rank", p.rank},
                 {"attempt", p.attempt}, {"kind", job.kind}, {"cwd", job_dir(job)},
                 // Whose the directory is: job ids start again in a new cluster's store (agent.h).
                 {"owner", store_.incarnation() + "/" + job.name()}};
-  if (job.kind == "train") {
-    env.insert(env.end(), {"RANK=" + std::to_string(p.rank), "WORLD_SIZE=" + std::to_string(job.world_size),
-                           "LOCAL_RANK=" + std::to_string(p.local_rank),
-                           "LOCAL_WORLD_SIZE=" + std::to_string(local_world), "MASTER_ADDR=" + addr,
-                           "MASTER_PORT=" + std::to_string(port), "VERLCTL_JOB=" + job.name()});
-    // The job's GPUs on this node only: LOCAL_RANK i is then cuda:i of them.
-    if (!visible.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+  if (job.kind == "train" || job.kind == "command") {
+    // torchrun's variables (rank_env.h); CUDA_VISIBLE_DEVICES: the job's GPUs on this node only,
+    // LOCAL_RANK i is then cuda:i of them.
+    const auto vars = torchrun_vars(rank_env(p, store_.placements(job.id, p.attempt), addr, port));
+    env.insert(env.end(), vars.begin(), vars.end());
+    env.push_back("VERLCTL_JOB=" + job.name());
     // submit --nccl-debug: NCCL says which transport, HCA and interface it chose (nccl_log.h
     // reads it back from the rank logs); after the spec's env, so that it wins for this job.
     if (job.nccl_debug) env.insert(env.end(), {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET"});
+  }
+  if (job.kind == "command" && job.command) {
+    // The submitter's --env last: it wins over the spec's, the rank's and the node's variables.
+    env.push_back("VERLCTL_NODE=" + p.node);
+    env.insert(env.end(), job.command->env.begin(), job.command->env.end());
+    order["argv"] = job.command->argv;
+    order["files"] = Json::object();
+    if (!job.command->working_dir.empty()) order["working_dir"] = {{"bytes", job.command->working_dir_bytes}};
+  } else if (job.kind == "train") {
     order["argv"] = {"verlctl", "train", "-f", "job.yaml", "--rank", std::to_string(p.rank),
                      "--world-size", std::to_string(job.world_size), "--local-rank", std::to_string(p.local_rank),
                      "--master-addr", addr, "--master-port", std::to_string(port)};
@@ -469,7 +511,8 @@ void JobController::decide_failure(const JobRecord& job, int64_t now_ms) {
   }
   if (!cause) return;
   fail_attempt(job, *cause,
-               "rank " + std::to_string(cause->rank) + " on " + cause->host + " (" + cause->node + ") " + describe_exit(*cause),
+               "rank " + std::to_string(cause->rank) + " on " + cause->host + " (" + cause->node + ") " +
+                   describe_exit(*cause, job.kind == "command" ? ExitCodes::kOwn : ExitCodes::kVerlctl),
                now_ms);
 }
 
@@ -484,10 +527,10 @@ void JobController::fail_attempt(JobRecord job, const Placement& p, const std::s
   failure["attempt"] = p.attempt;
   // A restart's cause is its RESTARTING event; `failure` is the reason a job ended FAILED, so a
   // job that succeeds after a restart carries none.
-  if (job.kind == "train" && job.restarts < max_restarts(job)) {
+  if (job.kind != "probe" && job.restarts < max_restarts(job)) {
     ++job.restarts;
     ++job.attempt;
-    job.config["trainer"]["resume_mode"] = "auto";  // the next attempt resumes from the latest checkpoint
+    if (job.kind == "train") job.config["trainer"]["resume_mode"] = "auto";  // the next attempt resumes from the latest checkpoint
     store_.update(job, now_ms);
     store_.add_event(job.id, "RESTARTING", now_ms,
                      "attempt " + std::to_string(job.attempt + 1) + " of " + std::to_string(max_restarts(job) + 1) +
@@ -644,8 +687,8 @@ void JobController::schedule(int64_t now_ms) {
         if (n.resources.declared && n.resources.gpus == 0) s.cpu_slots = n.resources.cpus;
         for (const auto& p : active) {
           if (p.node != n.name) continue;
-          if (p.device.rfind("cuda:", 0) == 0) s.busy_gpus.insert(std::stoi(p.device.substr(5)));
-          else ++s.busy_cpu_slots;
+          for (const int g : device_gpus(p.device)) s.busy_gpus.insert(g);
+          s.busy_cpu_slots += device_cpu_slots(p.device);
         }
         slots.push_back(std::move(s));
       }
@@ -667,6 +710,8 @@ void JobController::schedule(int64_t now_ms) {
         p.device = r.device;
         placements.push_back(p);
       }
+      // submit --ranks-per-node 1: one process per node holds the node's slots (rank_env.h).
+      if (job.command && job.command->ranks_per_node == 1) placements = one_rank_per_node(placements);
       job.rendezvous = rendezvous_on(placements.front());
     }
     store_.add_placements(placements);
@@ -697,6 +742,7 @@ Json JobController::summary(const JobRecord& j) const {
   s["n_gpus_per_node"] = j.n_gpus_per_node;
   s["world_size"] = j.world_size;
   s["restarts"] = j.restarts;
+  if (j.command) s["command"] = j.command->display();
   return s;
 }
 
@@ -704,6 +750,7 @@ Json JobController::detail(const JobRecord& j, int64_t /*now_ms*/) const {
   Json d = summary(j);
   d["attempt"] = j.attempt;
   d["config"] = j.config;
+  if (j.command) d["command_spec"] = *j.command;
   Json placement = Json::array();
   {
     std::lock_guard<std::mutex> lock(mu_);

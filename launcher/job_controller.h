@@ -131,7 +131,9 @@ class JobController {
 std::string preflight_task_id(const JobRecord& job);
 std::optional<std::pair<int64_t, int>> parse_preflight_task_id(const std::string& task);
 
-// "killed by signal 9 (Killed)" / "exited with code 3 (invalid-config)" / the error.
-std::string describe_exit(const Placement& p);
+// "killed by signal 9 (Killed)" / "exited with code 3 (invalid-config)" / the error. The
+// meaning of a code is verlctl's exit-code table: not for a command job's program (kOwn).
+enum class ExitCodes { kVerlctl, kOwn };
+std::string describe_exit(const Placement& p, ExitCodes codes = ExitCodes::kVerlctl);
 
 }  // namespace verl::launcher

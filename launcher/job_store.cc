@@ -47,6 +47,7 @@ JobRecord job_row(SQLite::Statement& q) {
   const Json options = Json::parse(q.getColumn(17).getString(), nullptr, /*allow_exceptions=*/false);
   j.preflight = options.is_object() && options.value("preflight", false);
   j.nccl_debug = options.is_object() && options.value("nccl_debug", false);
+  if (options.is_object() && options.contains("command")) j.command = options["command"].get<CommandSpec>();
   return j;
 }
 
@@ -210,6 +211,7 @@ JobStore::JobStore(const std::string& path) {
         " PRIMARY KEY (job, step));"
         "CREATE TABLE IF NOT EXISTS job_results ("
         " job INTEGER NOT NULL, rank INTEGER NOT NULL, result TEXT NOT NULL, PRIMARY KEY (job, rank));"
+        "CREATE TABLE IF NOT EXISTS job_working_dirs (job INTEGER PRIMARY KEY, tar BLOB NOT NULL);"
         "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
     // The first head to open the database draws its incarnation; later ones read it.
     {
@@ -246,7 +248,9 @@ JobRecord JobStore::create(JobRecord job, int64_t now_ms) {
     q.bind(5, job.n_gpus_per_node);
     q.bind(6, job.world_size);
     q.bind(7, static_cast<int64_t>(job.total_steps));
-    q.bind(8, Json{{"preflight", job.preflight}, {"nccl_debug", job.nccl_debug}}.dump());
+    Json options = {{"preflight", job.preflight}, {"nccl_debug", job.nccl_debug}};
+    if (job.command) options["command"] = *job.command;
+    q.bind(8, options.dump());
     q.exec();
     job.id = db_->getLastInsertRowid();
     job.state = JobState::kPending;
@@ -621,6 +625,27 @@ Json JobStore::latest_metrics(int64_t job, int n) const {
       out.insert(out.begin(), std::move(r));
     }
     return out;
+  });
+}
+
+void JobStore::put_working_dir(int64_t job, const std::string& tar) {
+  std::lock_guard<std::mutex> lock(mu_);
+  guarded("put working dir", [&] {
+    SQLite::Statement q(*db_, "INSERT OR REPLACE INTO job_working_dirs (job, tar) VALUES (?, ?)");
+    q.bind(1, static_cast<int64_t>(job));
+    q.bind(2, tar.data(), static_cast<int>(tar.size()));
+    q.exec();
+  });
+}
+
+std::string JobStore::working_dir(int64_t job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded("working dir", [&] {
+    SQLite::Statement q(*db_, "SELECT tar FROM job_working_dirs WHERE job = ?");
+    q.bind(1, static_cast<int64_t>(job));
+    if (!q.executeStep()) return std::string();
+    const auto col = q.getColumn(0);
+    return std::string(static_cast<const char*>(col.getBlob()), static_cast<size_t>(col.getBytes()));
   });
 }
 

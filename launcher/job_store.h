@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/command_job.h"
+
 namespace SQLite {
 class Database;
 }
@@ -35,8 +37,8 @@ bool is_terminal(JobState state);
 
 struct JobRecord {
   int64_t id = 0;
-  std::string kind;              // train | probe
-  nlohmann::ordered_json config;  // train: the resolved job config; probe: {argv: [...]}
+  std::string kind;              // train | probe | command
+  nlohmann::ordered_json config;  // train, command: the resolved job config; probe: {argv: [...]}
   JobState state = JobState::kPending;
   int64_t submitted_ms = 0, started_ms = 0, ended_ms = 0;  // 0: not yet
   int attempt = 0;               // 0-based; a restart starts the next attempt
@@ -50,6 +52,7 @@ struct JobRecord {
   // How it was submitted (stored together as the `options` JSON column):
   bool preflight = false;   // each attempt's nodes run the job preflight before its ranks start
   bool nccl_debug = false;  // the ranks run with NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET
+  std::optional<CommandSpec> command;  // kind command: what each rank runs (command_job.h)
   std::string name() const { return "job-" + std::to_string(id); }
 };
 
@@ -144,6 +147,11 @@ class JobStore {
   // Rows with step > after_step, by step; each with its received_ms under "_received_ms".
   nlohmann::ordered_json metrics(int64_t job, int64_t after_step) const;
   nlohmann::ordered_json latest_metrics(int64_t job, int n) const;  // the last n rows, by step
+
+  // A command job's working directory, the tar its submitter packed (command_job.h); "" when
+  // it has none.
+  void put_working_dir(int64_t job, const std::string& tar);
+  std::string working_dir(int64_t job) const;
 
   void put_result(int64_t job, int rank, const nlohmann::ordered_json& result);
   nlohmann::ordered_json results(int64_t job) const;  // {"<rank>": result}

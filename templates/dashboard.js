@@ -105,7 +105,9 @@
       const end = j.ended_ms || (j.started_ms ? Date.now() : 0);
       const tr = el("tr", { class: "selectable" + (j.id === state.selected ? " selected" : ""), "data-job": j.id, "data-state": j.state },
         el("td", {}, j.id), el("td", {}, j.kind), el("td", {}, stateBadge(j.state)),
-        el("td", { "data-step": j.step }, j.step + (j.total_steps ? " / " + j.total_steps : "")),
+        // A command job (submit -- CMD) has no steps: its command instead.
+        j.command != null ? el("td", { class: "command", title: j.command }, j.command.length > 48 ? j.command.slice(0, 45) + "..." : j.command)
+          : el("td", { "data-step": j.step }, j.step + (j.total_steps ? " / " + j.total_steps : "")),
         el("td", {}, j.world_size), el("td", {}, fmtTime(j.submitted_ms)), el("td", {}, fmtTime(j.started_ms)),
         el("td", {}, fmtTime(j.ended_ms)), el("td", {}, j.started_ms ? fmtDuration((end - j.started_ms) / 1000) : "—"),
         el("td", {}, j.restarts || 0));
@@ -123,7 +125,7 @@
     document.getElementById("job-title").textContent = j.id + " ";
     document.getElementById("job-title").append(stateBadge(j.state));
     const m = j.latest_metrics || {};
-    const parts = ["step " + j.step + (j.total_steps ? " / " + j.total_steps : "")];
+    const parts = [j.command != null ? "command " + j.command : "step " + j.step + (j.total_steps ? " / " + j.total_steps : "")];
     if (j.eta_s != null) parts.push("ETA " + fmtDuration(j.eta_s));
     for (const k of ["critic/score/mean", "val/score/mean", "perf/throughput"])
       if (typeof m[k] === "number") parts.push(k + " " + m[k].toPrecision(4));

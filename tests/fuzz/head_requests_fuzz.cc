@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The typed parsers throw std::invalid_argument only: a nlohmann type_error here would be a
   // check they lack.
   try {
-    switch (data[0] % 7) {
+    switch (data[0] % 8) {
       case 0: {
         const auto r = rq::parse_register(j);
         VERL_FUZZ_CHECK(!r.name.empty() && r.pid >= 0 && r.resources.cpus >= 0 && r.resources.gpus >= 0);
@@ -51,6 +51,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 5: (void)rq::parse_result(j).result.dump(); break;
       case 6: (void)rq::parse_metrics_rows(j).dump(); break;
+      case 7: {  // POST /api/jobs, kind command
+        const auto c = rq::parse_submit_command(j);
+        VERL_FUZZ_CHECK(!c.spec.argv.empty() && c.spec.ranks_per_node >= 0 &&
+                        static_cast<int64_t>(c.working_dir_tar.size()) <= verl::launcher::kMaxWorkingDirBytes);
+        (void)rq::Json(c.spec).dump();
+        break;
+      }
     }
   } catch (const std::invalid_argument&) {
   }

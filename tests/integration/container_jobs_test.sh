@@ -3,7 +3,7 @@
 # preflight probes and a trainer rank inside podman containers. up --dry-run shows the run line
 # per node (the embedded template, and a site's override); the probes see the container's
 # /dev/shm (--shm-size); a short job SUCCEEDS; while a job runs its rank is in a container of
-# the expected name, in a PID namespace of its own; stop -> STOPPED with no container and no
+# the expected name, in a PID namespace of its own; a command job (submit -- CMD) runs in one too; stop -> STOPPED with no container and no
 # rank left; an agent killed -9 takes its containers with it (its client gets SIGTERM, which
 # podman passes in); down leaves no process and no container; a rank that ignores SIGTERM is
 # killed with its container once the stop's grace is over.
@@ -142,6 +142,14 @@ serr=$("$v" submit --name "$name" $tiny trainer.total_training_steps=3 2>&1 >/de
 echo "$serr" | tail -3 >&2
 check "a job in a container SUCCEEDS" '[ $rc -eq 0 ] && grep -q "job-2 SUCCEEDED" <<<"$serr"'
 check "its metrics are on the host, through the mount" '[ "$(wc -l <"$dir/jobs/job-2/checkpoints/verlctl/default/metrics.jsonl")" -ge 3 ]'
+check "its container is gone" '[ -z "$(containers)" ]'
+
+# 3b. A command job (submit -- CMD) runs in the container as well, in its --working-dir copy.
+mkdir -p "$tmp/cmdsrc"
+echo 'import os; print("inside", os.getcwd(), open("/proc/1/comm").read().strip(), "rank", os.environ["RANK"])' >"$tmp/cmdsrc/where.py"
+cout=$("$v" submit --name "$name" --working-dir "$tmp/cmdsrc" -- /usr/bin/python3 where.py 2>&1); rc=$?
+check "a command job runs in the container (PID 1 its init), in the working directory's copy" \
+  '[ $rc -eq 0 ] && grep -qE "inside $dir/jobs/job-3/work (podman-init|catatonit) rank 0\$" <<<"$cout"'
 check "its container is gone" '[ -z "$(containers)" ]'
 
 # 4. A running job: in its container, in a PID namespace of its own; stop ends both.
