@@ -347,6 +347,13 @@ class Sim {
     a.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(a.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // Each node from its own address (127.0.x.y), as N hosts would be: from one address, a new
+    // connection per request (HeadClient's way) ran out of the 4-tuples TIME_WAIT holds.
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = htonl((127u << 24) | (static_cast<uint32_t>(1 + a.index / 250) << 8) |
+                                static_cast<uint32_t>(1 + a.index % 250));
+    ::bind(a.fd, reinterpret_cast<sockaddr*>(&src), sizeof src);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port_));

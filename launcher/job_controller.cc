@@ -254,8 +254,10 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
     }
   }
   std::set<int64_t> preflight_ordered;
-  for (auto p : store_.active_placements()) {
-    if (p.node != node.name || reported.count(p.task_id())) continue;
+  // This node's own placements only (the store indexes them by node): every active placement
+  // of every job per heartbeat was O(nodes x ranks) a second (issue 18).
+  for (auto p : store_.active_placements_on(node.name)) {
+    if (reported.count(p.task_id())) continue;
     auto job = store_.job(p.job);
     if (job && p.state == TaskState::kAssigned && wanted(*job, p) && awaiting_preflight(*job)) {
       // The ranks wait; this node runs the preflight once, unless it has reported already.
