@@ -7,10 +7,11 @@
 // heartbeat_interval_s with its task reports, its work_dir and 8 GPU samples; start the ranks it is
 // ordered to (one rank of a job of N ranks per node: trainer.nnodes=N, n_gpus_per_node=1) and
 // report them running; ship each running rank's stdout (L lines per second, in a POST every
-// --ship-ms as the agent's 250 ms shipping tick does) and rank 0's metric rows (one per second);
+// --ship-ms as the agent's 1 s shipping tick does) and rank 0's metric rows (one per second);
 // and on `down` (POST /api/shutdown) report its ranks exited and leave. Like the agent, each
-// simulated node sends one request at a time (a heartbeat may wait behind a log POST); with
-// --keep-alive 0 (what HeadClient does today) every request is a new connection.
+// simulated node sends one request at a time (a heartbeat may wait behind a log POST) on one
+// kept-alive connection, as the agent's HeadClient does (--keep-alive 0: a connection per request,
+// what it did before issue 18).
 //
 // It prints one JSON line: the figures of the steady window (--seconds, after every agent has
 // registered and every rank has started): heartbeat latency p50/p99/max, heartbeats sent and
@@ -21,7 +22,7 @@
 // share its cores).
 //
 //   build/bench/head_scale --agents 1000 --seconds 60 [--log-lines-per-s 10] [--interval-s 1]
-//                          [--keep-alive 0|1] [--ship-ms 250] [--verlctl build/verlctl]
+//                          [--keep-alive 0|1] [--ship-ms 1000] [--verlctl build/verlctl]
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -72,8 +73,8 @@ struct Options {
   double log_lines_per_s = 10;
   double interval_s = 1.0;
   double timeout_s = 10.0;
-  int ship_ms = 250;
-  bool keep_alive = false;
+  int ship_ms = 1000;
+  bool keep_alive = true;
   std::string verlctl;
   bool keep_dir = false;
 };
@@ -177,7 +178,7 @@ struct Agent {
   Clock::time_point next_beat, next_ship, next_metrics;
   std::vector<Task> tasks;
   bool shutdown = false, left = false;
-  std::string pending_tasks;  // the tasks JSON of the heartbeat in flight
+  Clock::time_point backoff_until{};
 };
 
 struct Stats {
@@ -253,7 +254,7 @@ class Sim {
   }
 
   void maybe_start(Agent& a, Clock::time_point now) {
-    if (a.busy || a.left) return;
+    if (a.busy || a.left || now < a.backoff_until) return;
     if (a.id < 0) {
       if (now < a.next_beat) return;
       Json res = {{"cpus", 96},
@@ -518,7 +519,13 @@ class Sim {
     if (++ordered == o_.agents) all_ordered = now;
   }
 
-  void finish(Agent& a, bool /*ok*/) { a.busy = false; }
+  // After a failure the node waits 200 ms before its next request, as an agent waits for its
+  // next tick; a leave that failed is not retried (the head has gone: down_all_left stays null).
+  void finish(Agent& a, bool ok) {
+    a.busy = false;
+    if (!ok) a.backoff_until = Clock::now() + std::chrono::milliseconds(200);
+    if (!ok && a.kind == Kind::kLeave) a.left = true;
+  }
 };
 
 // ---- plain blocking requests of the bench itself (submit, job detail, cluster) --------------
@@ -578,7 +585,7 @@ int main(int argc, char** argv) {
     else if (a == "--keep-dir") o.keep_dir = true;
     else if (a == "-h" || a == "--help") {
       std::puts("head_scale --agents N --seconds S [--log-lines-per-s L] [--interval-s 1] [--keep-alive 0|1]"
-                " [--ship-ms 250] [--verlctl PATH] [--keep-dir]");
+                " [--ship-ms 1000] [--verlctl PATH] [--keep-dir]");
       return 0;
     } else {
       die("unknown flag " + a);

@@ -535,7 +535,7 @@ void Head::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (server_) server_->http.stop();
+  if (server_) server_->http.shutdown();
   if (listen_thread_.joinable()) listen_thread_.join();
   if (sweep_thread_.joinable()) sweep_thread_.join();
 }

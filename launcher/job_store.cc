@@ -488,6 +488,12 @@ std::vector<Placement> JobStore::active_placements_on(const std::string& node) c
   return out;
 }
 
+bool JobStore::has_placements(int64_t job, int attempt) const {
+  std::lock_guard<std::mutex> lock(view_mu_);
+  auto it = placements_.lower_bound({job, attempt, std::numeric_limits<int>::min()});
+  return it != placements_.end() && std::get<0>(it->first) == job && std::get<1>(it->first) == attempt;
+}
+
 std::optional<Placement> JobStore::placement(int64_t job, int attempt, int rank) const {
   std::lock_guard<std::mutex> lock(view_mu_);
   auto it = placements_.find({job, attempt, rank});

@@ -136,6 +136,7 @@ class JobStore {
   std::vector<Placement> active_placements() const;                // not exited, any job
   std::vector<Placement> active_placements_on(const std::string& node) const;  // ... on one node
   std::optional<Placement> placement(int64_t job, int attempt, int rank) const;
+  bool has_placements(int64_t job, int attempt) const;  // whether the attempt is placed
 
   // Appends data found at byte offset of (job, rank, stream); eof: the stream is complete (its
   // partial line becomes a line). Returns how many complete lines it added.

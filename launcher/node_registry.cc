@@ -92,6 +92,7 @@ NodeRegistry::NodeRegistry(const std::string& path) {
     SQLite::Statement q(*db_, std::string("SELECT ") + kColumns + " FROM nodes ORDER BY id");
     while (q.executeStep()) {
       NodeRecord n = row(q);
+      names_.insert(n.name);
       nodes_[n.id] = n;
     }
   } catch (const SQLite::Exception& e) {
@@ -111,6 +112,7 @@ void NodeRegistry::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   guarded("clear", [&] { db_->exec("DELETE FROM nodes"); });
   nodes_.clear();
+  names_.clear();
   dirty_.clear();
 }
 
@@ -138,6 +140,7 @@ NodeRecord NodeRegistry::register_node(const std::string& name, const std::strin
     NodeRecord n = row(id);
     dirty_.erase(n.id);
     nodes_[n.id] = n;
+    names_.insert(n.name);
     return n;
   });
 }
@@ -234,6 +237,19 @@ std::vector<NodeRecord> NodeRegistry::nodes() const {
   out.reserve(nodes_.size());
   for (const auto& [id, n] : nodes_) out.push_back(n);
   return out;
+}
+
+std::vector<NodeRecord> NodeRegistry::not_alive() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<NodeRecord> out;
+  for (const auto& [id, n] : nodes_)
+    if (n.state != NodeState::kAlive) out.push_back(n);
+  return out;
+}
+
+bool NodeRegistry::has_node(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return names_.count(name) > 0;
 }
 
 std::optional<NodeRecord> NodeRegistry::node(int64_t id) const {

@@ -76,6 +76,8 @@ class NodeRegistry {
   void flush();
 
   std::vector<NodeRecord> nodes() const;  // by id
+  std::vector<NodeRecord> not_alive() const;  // lost or left, by id
+  bool has_node(const std::string& name) const;
   std::optional<NodeRecord> node(int64_t id) const;
 
  private:
@@ -85,6 +87,7 @@ class NodeRegistry {
   std::unique_ptr<SQLite::Database> db_;
   std::map<int64_t, NodeRecord> nodes_;  // the table's rows, current
   std::set<int64_t> dirty_;              // heartbeats not yet in the table
+  std::set<std::string> names_;          // of nodes_
 };
 
 }  // namespace verl::launcher
