@@ -234,7 +234,7 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
         continue;
       }
       reported.insert(id);
-      const auto job = store_.job(p->job);
+      const auto job = store_.job_brief(p->job);  // wanted() and the stop grace: no config
       if (t.value("state", std::string()) == "exited") {
         if (p->state == TaskState::kExited) continue;
         p->state = TaskState::kExited;
@@ -260,13 +260,13 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
   // of every job per heartbeat was O(nodes x ranks) a second (issue 18).
   for (auto p : store_.active_placements_on(node.name)) {
     if (reported.count(p.task_id())) continue;
-    auto job = store_.job(p.job);
+    auto job = store_.job_brief(p.job);  // the config only for an order (below)
     if (job && p.state == TaskState::kAssigned && wanted(*job, p) && awaiting_preflight(*job)) {
       // The ranks wait; this node runs the preflight once, unless it has reported already.
       const auto& run = preflight_[job->id];
       if (!run.reports.count(node.name) && !reported.count(preflight_task_id(*job)) &&
           preflight_ordered.insert(job->id).second)
-        orders.push_back(preflight_order(*job, node.name));
+        orders.push_back(preflight_order(*store_.job(job->id), node.name));
       continue;
     }
     if (p.state == TaskState::kRunning) {
@@ -277,7 +277,7 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
                 std::to_string(p.rank) + "'s process is gone from node " + node.name + " (its agent restarted)";
       task_ended(p, now_ms);
     } else if (job && wanted(*job, p)) {
-      orders.push_back(start_order(*job, p));
+      orders.push_back(start_order(*store_.job(job->id), p));
     } else {
       p.state = TaskState::kExited;
       p.ended_ms = now_ms;

@@ -297,6 +297,33 @@ std::optional<JobRecord> JobStore::job(int64_t id) const {
   return it->second;
 }
 
+std::optional<JobRecord> JobStore::job_brief(int64_t id) const {
+  std::lock_guard<std::mutex> lock(view_mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return std::nullopt;
+  const JobRecord& j = it->second;
+  JobRecord b;
+  b.id = j.id;
+  b.kind = j.kind;
+  b.state = j.state;
+  b.submitted_ms = j.submitted_ms;
+  b.started_ms = j.started_ms;
+  b.ended_ms = j.ended_ms;
+  b.attempt = j.attempt;
+  b.restarts = j.restarts;
+  b.nnodes = j.nnodes;
+  b.n_gpus_per_node = j.n_gpus_per_node;
+  b.world_size = j.world_size;
+  b.total_steps = j.total_steps;
+  b.stop_requested = j.stop_requested;
+  b.stop_grace_s = j.stop_grace_s;
+  b.rendezvous = j.rendezvous;
+  b.failure = j.failure;
+  b.preflight = j.preflight;
+  b.nccl_debug = j.nccl_debug;
+  return b;
+}
+
 std::vector<JobRecord> JobStore::jobs() const {
   std::lock_guard<std::mutex> lock(view_mu_);
   std::vector<JobRecord> out;

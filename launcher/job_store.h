@@ -121,6 +121,9 @@ class JobStore {
   // A new PENDING job (with its PENDING event); returns it with its id.
   JobRecord create(JobRecord job, int64_t now_ms);
   std::optional<JobRecord> job(int64_t id) const;
+  // The job without its config (null there): what a heartbeat reads of a job, without copying
+  // the resolved config (hundreds of JSON values) twice per heartbeat (issue 18).
+  std::optional<JobRecord> job_brief(int64_t id) const;
   std::vector<JobRecord> jobs() const;  // newest first
   std::vector<JobRecord> jobs_in(const std::vector<JobState>& states) const;  // oldest first
   // Writes every field but id and submitted_ms; when the state changed, records an event with
