@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "common/error.h"
@@ -151,6 +152,12 @@ bool JobController::wanted(const JobRecord& job, const Placement& p) const {
   return !is_terminal(job.state) && !job.stop_requested && p.attempt == job.attempt;
 }
 
+const std::string& JobController::job_yaml(const JobRecord& job) const {
+  auto& yaml = job_yaml_[{job.id, job.attempt}];
+  if (yaml.empty()) yaml = config::to_yaml(job.config);
+  return yaml;
+}
+
 Json JobController::start_order(const JobRecord& job, const Placement& p) const {
   const Json& rv = job.rendezvous;
   const std::string addr = rv.value("master_addr", std::string("127.0.0.1"));
@@ -182,7 +189,7 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
     order["argv"] = {"verlctl", "train", "-f", "job.yaml", "--rank", std::to_string(p.rank),
                      "--world-size", std::to_string(job.world_size), "--local-rank", std::to_string(p.local_rank),
                      "--master-addr", addr, "--master-port", std::to_string(port)};
-    order["files"] = {{"job.yaml", config::to_yaml(job.config)}};
+    order["files"] = {{"job.yaml", job_yaml(job)}};
     order["metrics_file"] = p.rank == 0 ? metrics_path(job.config) : "";
   } else {
     // One rank per node, driving all its GPUs (nccl_inter's rendezvous, probes/nccl_probe.h):
@@ -336,7 +343,7 @@ Json JobController::preflight_order(const JobRecord& job, const std::string& nod
                 // The preflight runs in the job's directory first, so it claims it (agent.h).
                 {"owner", store_.incarnation() + "/" + job.name()},
                 {"argv", {"verlctl", "job-preflight", "-f", "job.yaml", "-o", "json", "--exit-zero"}},
-                {"files", {{"job.yaml", config::to_yaml(job.config)}}},
+                {"files", {{"job.yaml", job_yaml(job)}}},
                 {"env", env}};
   // In the job's container, as its ranks: paths resolve as they will, and a missing image fails here.
   if (options_.container.is_object() && options_.container.value("runtime", std::string("none")) != "none") {
@@ -509,6 +516,7 @@ void JobController::fail_attempt(JobRecord job, const Placement& p, const std::s
 void JobController::settle(const JobRecord& job, int64_t /*now_ms*/) {
   const auto fresh = store_.job(job.id);
   if (!fresh || !is_terminal(fresh->state)) return;
+  job_yaml_.erase(job_yaml_.lower_bound({job.id, 0}), job_yaml_.upper_bound({job.id, std::numeric_limits<int>::max()}));
   for (const auto& q : store_.placements(job.id))
     if (q.state != TaskState::kExited) return;
   store_.flush_partials(job.id);

@@ -125,6 +125,11 @@ class JobController {
     std::map<std::string, nlohmann::ordered_json> reports;  // node -> its job-preflight report
   };
   std::map<int64_t, PreflightRun> preflight_;  // job id -> the current attempt's preflight
+  // The job's config as job.yaml for its orders, rendered once per attempt (its config changes
+  // only with the attempt): at 1,000 ranks, to_yaml per order under mu_ held the heartbeats for
+  // ~1.5 s after a submit (issue 18). mu_ held; dropped when the job settles.
+  const std::string& job_yaml(const JobRecord& job) const;
+  mutable std::map<std::pair<int64_t, int>, std::string> job_yaml_;
 };
 
 // "job-3/preflight/0": the task id of a job's preflight on a node, and its parse.
