@@ -210,6 +210,28 @@ TEST(Head, IdsAndNumbersPastTheirRangeAre404Or400) {
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
+// GET /api/jobs is served from an answer built once per job store version (issue 18): it must
+// never be older than the store. Each write a summary shows (a new job, a stop, a metric row)
+// is in the very next answer, and two reads without a write between are the same bytes.
+TEST(Head, JobListFollowsEveryWriteAtOnce) {
+  Head head(fast_options());
+  head.start();
+  HeadClient client(address_of(head), kToken);
+  auto list = [&] { return raw(head, "GET", "/api/jobs", "")->body; };
+  EXPECT_EQ(Json::parse(list())["jobs"].size(), 0u);
+  const std::string id = client.post("/api/jobs", Json{{"kind", "train"}, {"overrides", Json::array()}})["id"];
+  const Json one = Json::parse(list());
+  ASSERT_EQ(one["jobs"].size(), 1u);
+  EXPECT_EQ(one["jobs"][0]["state"], "PENDING");
+  EXPECT_EQ(list(), list()) << "no write: the same answer";
+  head.jobs().put_metrics(std::stoll(id.substr(4)), Json::array({{{"step", 3}}}), 1000);
+  EXPECT_EQ(Json::parse(list())["jobs"][0]["step"], 3);
+  client.post("/api/jobs/" + id + "/stop", Json::object());
+  EXPECT_EQ(Json::parse(list())["jobs"][0]["state"], "STOPPED");
+  client.post("/api/jobs", Json{{"kind", "train"}, {"overrides", Json::array()}});
+  EXPECT_EQ(Json::parse(list())["jobs"].size(), 2u);
+}
+
 // Found by tests/fuzz/head_requests_fuzz.cc and review of the handlers: get<int>() of 1e300 (a
 // float-to-int overflow, undefined), a rank past int, a task that is not an object, 1e999 (nlohmann's
 // out_of_range). Each is a 400 naming the field, and the head stays up.
