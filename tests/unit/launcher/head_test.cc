@@ -232,6 +232,21 @@ TEST(Head, JobListFollowsEveryWriteAtOnce) {
   EXPECT_EQ(Json::parse(list())["jobs"].size(), 2u);
 }
 
+// The agent keeps its connection alive (head_client.h); the head closes one idle for 5 s. An
+// agent with a longer heartbeat interval must not lose its next request to the closed socket.
+TEST(Head, AKeptAliveClientOutlivesTheHeadsIdleTimeout) {
+  Head head(fast_options());
+  head.start();
+  HeadClient client(address_of(head), kToken);
+  client.set_keep_alive(true);
+  std::string error;
+  ASSERT_TRUE(client.try_request("GET", "/api/cluster", nullptr, &error)) << error;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5600));
+  auto r = client.try_request("GET", "/api/cluster", nullptr, &error);
+  ASSERT_TRUE(r) << error;
+  EXPECT_EQ(r->status, 200);
+}
+
 // Found by tests/fuzz/head_requests_fuzz.cc and review of the handlers: get<int>() of 1e300 (a
 // float-to-int overflow, undefined), a rank past int, a task that is not an object, 1e999 (nlohmann's
 // out_of_range). Each is a 400 naming the field, and the head stays up.
