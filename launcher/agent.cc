@@ -32,7 +32,10 @@ using Json = nlohmann::ordered_json;
 constexpr size_t kChunkBytes = 256 * 1024;  // one log POST at most
 constexpr int kChunksPerTick = 16;          // 4 MiB per stream per tick: logs -f keeps up with a chatty rank
 constexpr auto kTick = std::chrono::milliseconds(100);
-constexpr auto kShipEvery = std::chrono::milliseconds(250);
+// Logs and metrics go up once a second (as often as a heartbeat): at 250 ms, 1,000 nodes made
+// 4,000 log POSTs a second, the head's largest load (bench/head_scale, docs/BENCHMARKS.md);
+// a task's end ships at once whatever the tick.
+constexpr auto kShipEvery = std::chrono::milliseconds(1000);
 
 // Sleeps up to d, returning early (true) when *stop is set.
 bool sleep_or_stop(std::chrono::milliseconds d, const std::atomic<bool>& stop) {
@@ -545,6 +548,7 @@ const char* agent_exit_name(AgentExit e) {
 AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   const auto timeout = std::max(std::chrono::milliseconds(500), std::min(o.heartbeat_interval * 2, std::chrono::milliseconds(5000)));
   HeadClient client(o.head, o.token, timeout);
+  client.set_keep_alive(true);  // one connection for every heartbeat and log POST (head_client.h)
   Runner runner(o, client);
   Resources registered = o.resources;
   registered.nccl_env = runner.nccl_env();

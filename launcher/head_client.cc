@@ -62,6 +62,8 @@ HeadClient::HeadClient(HeadAddress address, std::string token, std::chrono::mill
 
 HeadClient::~HeadClient() = default;
 
+void HeadClient::set_keep_alive(bool on) { impl_->client.set_keep_alive(on); }
+
 std::optional<HeadResponse> HeadClient::try_request(const std::string& method, const std::string& path,
                                                     const nlohmann::ordered_json* body, std::string* error) {
   httplib::Result res = method == "GET"

@@ -35,6 +35,10 @@ class HeadClient {
   HeadClient& operator=(const HeadClient&) = delete;
 
   const HeadAddress& address() const { return address_; }
+  // Keeps the connection open between requests (off by default: a CLI makes a few requests).
+  // The agent's heartbeats and log POSTs reuse one: 1,000 agents opening a connection per
+  // request cost the head an accept and a worker hand-off each (bench/head_scale).
+  void set_keep_alive(bool on);
 
   // The answer whatever its status; nullopt when the head could not be reached at all, with
   // the reason in *error (connection refused, timed out, ...).

@@ -36,7 +36,7 @@ void Head::install_page_routes(httplib::Server& http) {
       Json j = to_json(n, now);
       std::lock_guard<std::mutex> lock(samples_mu_);
       auto it = gpu_samples_.find(n.name);
-      if (it != gpu_samples_.end() && !it->second.empty()) j["gpu_samples"] = Json::array({it->second.back()});
+      if (it != gpu_samples_.end() && !it->second.empty()) j["gpu_samples"] = Json::array({samples_json(it->second.back())});
       nodes.push_back(std::move(j));
     }
     Json jobs = Json::array();

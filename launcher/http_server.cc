@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -67,8 +68,9 @@ class GuardedHttpServer::Connection : public httplib::Stream {
     while (server_.svr_sock_ != INVALID_SOCKET) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
       if (left.count() <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      const int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
+      pollfd p[2] = {{fd_, POLLIN, 0}, {server_.wake_fd_, POLLIN, 0}};
+      const int rc = ::poll(p, server_.wake_fd_ >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(left.count(), 60000)));
+      if (rc > 0 && (p[1].revents & POLLIN)) return false;  // shutdown()
       if (rc > 0) return true;
       if (rc < 0 && errno != EINTR) return false;
     }
@@ -183,6 +185,21 @@ class GuardedHttpServer::Connection : public httplib::Stream {
   bool slow_ = false;  // counted in server_.slow_
   bool dropped_ = false;
 };
+
+GuardedHttpServer::GuardedHttpServer(HttpBounds bounds)
+    : bounds_(bounds), wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+GuardedHttpServer::~GuardedHttpServer() {
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void GuardedHttpServer::shutdown() {
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  }
+  stop();
+}
 
 bool GuardedHttpServer::listen_backlog(int backlog) {
   const socket_t s = svr_sock_;

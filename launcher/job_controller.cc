@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "common/error.h"
@@ -192,6 +193,18 @@ bool JobController::wanted(const JobRecord& job, const Placement& p) const {
   return !is_terminal(job.state) && !job.stop_requested && p.attempt == job.attempt;
 }
 
+const std::string& JobController::job_yaml(const JobRecord& job) const {
+  auto& yaml = job_yaml_[{job.id, job.attempt}];
+  if (yaml.empty()) yaml = config::to_yaml(job.config);
+  return yaml;
+}
+
+const std::vector<Placement>& JobController::attempt_placements(const JobRecord& job, int attempt) const {
+  auto& placed = attempt_placements_[{job.id, attempt}];
+  if (placed.empty()) placed = store_.placements(job.id, attempt);
+  return placed;
+}
+
 Json JobController::start_order(const JobRecord& job, const Placement& p) const {
   const Json& rv = job.rendezvous;
   const std::string addr = rv.value("master_addr", std::string("127.0.0.1"));
@@ -204,7 +217,7 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
   if (job.kind == "train" || job.kind == "command") {
     // torchrun's variables (rank_env.h); CUDA_VISIBLE_DEVICES: the job's GPUs on this node only,
     // LOCAL_RANK i is then cuda:i of them.
-    const auto vars = torchrun_vars(rank_env(p, store_.placements(job.id, p.attempt), addr, port));
+    const auto vars = torchrun_vars(rank_env(p, attempt_placements(job, p.attempt), addr, port));
     env.insert(env.end(), vars.begin(), vars.end());
     env.push_back("VERLCTL_JOB=" + job.name());
     // submit --nccl-debug: NCCL says which transport, HCA and interface it chose (nccl_log.h
@@ -222,7 +235,7 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
     order["argv"] = {"verlctl", "train", "-f", "job.yaml", "--rank", std::to_string(p.rank),
                      "--world-size", std::to_string(job.world_size), "--local-rank", std::to_string(p.local_rank),
                      "--master-addr", addr, "--master-port", std::to_string(port)};
-    order["files"] = {{"job.yaml", config::to_yaml(job.config)}};
+    order["files"] = {{"job.yaml", job_yaml(job)}};
     order["metrics_file"] = p.rank == 0 ? metrics_path(job.config) : "";
   } else {
     // One rank per node, driving all its GPUs (nccl_inter's rendezvous, probes/nccl_probe.h):
@@ -274,7 +287,7 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
         continue;
       }
       reported.insert(id);
-      const auto job = store_.job(p->job);
+      const auto job = store_.job_brief(p->job);  // wanted() and the stop grace: no config
       if (t.value("state", std::string()) == "exited") {
         if (p->state == TaskState::kExited) continue;
         p->state = TaskState::kExited;
@@ -296,15 +309,17 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
     }
   }
   std::set<int64_t> preflight_ordered;
-  for (auto p : store_.active_placements()) {
-    if (p.node != node.name || reported.count(p.task_id())) continue;
-    auto job = store_.job(p.job);
+  // This node's own placements only (the store indexes them by node): every active placement
+  // of every job per heartbeat was O(nodes x ranks) a second (issue 18).
+  for (auto p : store_.active_placements_on(node.name)) {
+    if (reported.count(p.task_id())) continue;
+    auto job = store_.job_brief(p.job);  // the config only for an order (below)
     if (job && p.state == TaskState::kAssigned && wanted(*job, p) && awaiting_preflight(*job)) {
       // The ranks wait; this node runs the preflight once, unless it has reported already.
       const auto& run = preflight_[job->id];
       if (!run.reports.count(node.name) && !reported.count(preflight_task_id(*job)) &&
           preflight_ordered.insert(job->id).second)
-        orders.push_back(preflight_order(*job, node.name));
+        orders.push_back(preflight_order(*store_.job(job->id), node.name));
       continue;
     }
     if (p.state == TaskState::kRunning) {
@@ -315,7 +330,7 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
                 std::to_string(p.rank) + "'s process is gone from node " + node.name + " (its agent restarted)";
       task_ended(p, now_ms);
     } else if (job && wanted(*job, p)) {
-      orders.push_back(start_order(*job, p));
+      orders.push_back(start_order(*store_.job(job->id), p));
     } else {
       p.state = TaskState::kExited;
       p.ended_ms = now_ms;
@@ -374,7 +389,7 @@ Json JobController::preflight_order(const JobRecord& job, const std::string& nod
                 // The preflight runs in the job's directory first, so it claims it (agent.h).
                 {"owner", store_.incarnation() + "/" + job.name()},
                 {"argv", {"verlctl", "job-preflight", "-f", "job.yaml", "-o", "json", "--exit-zero"}},
-                {"files", {{"job.yaml", config::to_yaml(job.config)}}},
+                {"files", {{"job.yaml", job_yaml(job)}}},
                 {"env", env}};
   // In the job's container, as its ranks: paths resolve as they will, and a missing image fails here.
   if (options_.container.is_object() && options_.container.value("runtime", std::string("none")) != "none") {
@@ -548,6 +563,9 @@ void JobController::fail_attempt(JobRecord job, const Placement& p, const std::s
 void JobController::settle(const JobRecord& job, int64_t /*now_ms*/) {
   const auto fresh = store_.job(job.id);
   if (!fresh || !is_terminal(fresh->state)) return;
+  job_yaml_.erase(job_yaml_.lower_bound({job.id, 0}), job_yaml_.upper_bound({job.id, std::numeric_limits<int>::max()}));
+  attempt_placements_.erase(attempt_placements_.lower_bound({job.id, 0}),
+                            attempt_placements_.upper_bound({job.id, std::numeric_limits<int>::max()}));
   for (const auto& q : store_.placements(job.id))
     if (q.state != TaskState::kExited) return;
   store_.flush_partials(job.id);
@@ -566,12 +584,15 @@ void JobController::tick(int64_t now_ms) {
     if (!job || is_terminal(job->state) || job->attempt != due.first) settling_.erase(id);
     else if (now_ms >= due.second) decide_failure(*job, now_ms);
   }
+  // Only the nodes that are not alive, and which names are known: a copy of every node each
+  // sweep was 2,000 records a second per 100 nodes (issue 18).
   std::map<std::string, NodeRecord> by_name;
-  for (const auto& n : registry_.nodes()) by_name[n.name] = n;
+  for (const auto& n : registry_.not_alive()) by_name[n.name] = n;
   const bool grace_over = now_ms - options_.head_started_ms >= options_.heartbeat_timeout_ms;
   for (auto p : store_.active_placements()) {
     auto it = by_name.find(p.node);
     std::string why;
+    if (it == by_name.end() && registry_.has_node(p.node)) continue;  // alive
     if (it == by_name.end()) {
       if (!grace_over) continue;
       why = "head restarted and node " + p.node + " did not register again within " +
@@ -610,16 +631,28 @@ Json JobController::rendezvous_on(const Placement& rank0) const {
 }
 
 void JobController::schedule(int64_t now_ms) {
+  // Most sweeps have nothing to place: the node list (a copy of every node) and its sort are
+  // only for a pass that places (issue 18: at 1,000 nodes, five sorts a second were the head's
+  // largest cost).
+  auto waiting = store_.jobs_in({JobState::kPending, JobState::kRunning});
+  waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                               [&](const JobRecord& job) {
+                                 return job.stop_requested || store_.has_placements(job.id, job.attempt);
+                               }),
+                waiting.end());
+  if (waiting.empty()) return;
   std::vector<NodeRecord> alive;
   for (const auto& n : registry_.nodes())
     if (n.state == NodeState::kAlive) alive.push_back(n);
+  std::map<std::string, size_t> order_index;
+  for (size_t i = 0; i < options_.node_order.size(); ++i) order_index.emplace(options_.node_order[i], i);
   // The spec's order, not the registry's: agents register in whatever order they start (under
   // load node-1 before node-0), and a probe's or a job's rank 0 went to whichever came first
   // (issue 16, case 11: cluster_probe_test found nccl_inter's rank 0 on node-1 under ctest -j 2).
   std::stable_sort(alive.begin(), alive.end(), [&](const NodeRecord& a, const NodeRecord& b) {
     auto index = [&](const std::string& name) {
-      const auto it = std::find(options_.node_order.begin(), options_.node_order.end(), name);
-      return static_cast<size_t>(it - options_.node_order.begin());
+      const auto it = order_index.find(name);
+      return it == order_index.end() ? options_.node_order.size() : it->second;
     };
     return index(a.name) < index(b.name);
   });
@@ -627,9 +660,7 @@ void JobController::schedule(int64_t now_ms) {
   // jobs placed in one pass all went to node-0, and GPU indices were handed out twice).
   auto active = store_.active_placements();
   bool train_blocked = false;  // first come, first served: a train job that waits holds back later ones
-  for (auto job : store_.jobs_in({JobState::kPending, JobState::kRunning})) {
-    if (job.stop_requested) continue;
-    if (!store_.placements(job.id, job.attempt).empty()) continue;
+  for (auto job : waiting) {
     std::vector<Placement> placements;
     if (job.kind == "probe") {
       if (alive.empty()) {

@@ -125,6 +125,15 @@ class JobController {
     std::map<std::string, nlohmann::ordered_json> reports;  // node -> its job-preflight report
   };
   std::map<int64_t, PreflightRun> preflight_;  // job id -> the current attempt's preflight
+  // The job's config as job.yaml for its orders, rendered once per attempt (its config changes
+  // only with the attempt): at 1,000 ranks, to_yaml per order under mu_ held the heartbeats for
+  // ~1.5 s after a submit (issue 18). mu_ held; dropped when the job settles.
+  const std::string& job_yaml(const JobRecord& job) const;
+  mutable std::map<std::pair<int64_t, int>, std::string> job_yaml_;
+  // An attempt's placements (rank, node, device: fixed once placed) for rank_env, read once per
+  // attempt rather than copied per start order (1,000 x 1,000 at 1,000 ranks). Dropped likewise.
+  const std::vector<Placement>& attempt_placements(const JobRecord& job, int attempt) const;
+  mutable std::map<std::pair<int64_t, int>, std::vector<Placement>> attempt_placements_;
 };
 
 // "job-3/preflight/0": the task id of a job's preflight on a node, and its parse.

@@ -2,6 +2,8 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <algorithm>
+#include <limits>
 #include <random>
 
 #include "common/error.h"
@@ -226,6 +228,7 @@ JobStore::JobStore(const std::string& path) {
     SQLite::Statement cols(*db_, "PRAGMA table_info(jobs)");
     while (cols.executeStep()) has_options = has_options || cols.getColumn(1).getString() == "options";
     if (!has_options) db_->exec("ALTER TABLE jobs ADD COLUMN options TEXT NOT NULL DEFAULT '{}'");
+    load_view();
   } catch (const SQLite::Exception& e) {
     throw Error(ExitCode::kFailure, "cannot open the job store " + path + ": " + e.what(),
                 "check that the state directory is writable");
@@ -233,6 +236,31 @@ JobStore::JobStore(const std::string& path) {
 }
 
 JobStore::~JobStore() = default;
+
+void JobStore::load_view() {
+  SQLite::Statement jq(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs");
+  while (jq.executeStep()) {
+    JobRecord j = job_row(jq);
+    jobs_[j.id] = std::move(j);
+  }
+  SQLite::Statement pq(*db_, std::string("SELECT ") + kPlacementColumns + " FROM placements");
+  while (pq.executeStep()) {
+    Placement p = placement_row(pq);
+    const PlacementKey key{p.job, p.attempt, p.rank};
+    if (p.state != TaskState::kExited) active_by_node_[p.node].insert(key);
+    placements_[key] = std::move(p);
+  }
+}
+
+void JobStore::view_put_job(int64_t id) {
+  SQLite::Statement q(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
+  q.bind(1, static_cast<int64_t>(id));
+  if (!q.executeStep()) return;
+  JobRecord j = job_row(q);
+  std::lock_guard<std::mutex> view(view_mu_);
+  jobs_[id] = std::move(j);
+  ++version_;
+}
 
 JobRecord JobStore::create(JobRecord job, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -261,43 +289,59 @@ JobRecord JobStore::create(JobRecord job, int64_t now_ms) {
     e.bind(3, std::string("submitted"));
     e.exec();
     tx.commit();
+    view_put_job(job.id);
     return job;
   });
 }
 
 std::optional<JobRecord> JobStore::job(int64_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return guarded("get job", [&]() -> std::optional<JobRecord> {
-    SQLite::Statement q(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
-    q.bind(1, static_cast<int64_t>(id));
-    if (!q.executeStep()) return std::nullopt;
-    return job_row(q);
-  });
+  std::lock_guard<std::mutex> lock(view_mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<JobRecord> JobStore::job_brief(int64_t id) const {
+  std::lock_guard<std::mutex> lock(view_mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return std::nullopt;
+  const JobRecord& j = it->second;
+  JobRecord b;
+  b.id = j.id;
+  b.kind = j.kind;
+  b.state = j.state;
+  b.submitted_ms = j.submitted_ms;
+  b.started_ms = j.started_ms;
+  b.ended_ms = j.ended_ms;
+  b.attempt = j.attempt;
+  b.restarts = j.restarts;
+  b.nnodes = j.nnodes;
+  b.n_gpus_per_node = j.n_gpus_per_node;
+  b.world_size = j.world_size;
+  b.total_steps = j.total_steps;
+  b.stop_requested = j.stop_requested;
+  b.stop_grace_s = j.stop_grace_s;
+  b.rendezvous = j.rendezvous;
+  b.failure = j.failure;
+  b.preflight = j.preflight;
+  b.nccl_debug = j.nccl_debug;
+  return b;
 }
 
 std::vector<JobRecord> JobStore::jobs() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return guarded("list jobs", [&] {
-    std::vector<JobRecord> out;
-    SQLite::Statement q(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs ORDER BY id DESC");
-    while (q.executeStep()) out.push_back(job_row(q));
-    return out;
-  });
+  std::lock_guard<std::mutex> lock(view_mu_);
+  std::vector<JobRecord> out;
+  out.reserve(jobs_.size());
+  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) out.push_back(it->second);
+  return out;
 }
 
 std::vector<JobRecord> JobStore::jobs_in(const std::vector<JobState>& states) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return guarded("list jobs", [&] {
-    // Filtered in SQL: the sweeper asks every tick, and the history only grows.
-    std::string in;
-    for (size_t i = 0; i < states.size(); ++i) in += i ? ", ?" : "?";
-    std::vector<JobRecord> out;
-    if (states.empty()) return out;
-    SQLite::Statement q(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs WHERE state IN (" + in + ") ORDER BY id");
-    for (size_t i = 0; i < states.size(); ++i) q.bind(static_cast<int>(i + 1), job_state_name(states[i]));
-    while (q.executeStep()) out.push_back(job_row(q));
-    return out;
-  });
+  std::lock_guard<std::mutex> lock(view_mu_);
+  std::vector<JobRecord> out;
+  for (const auto& [id, j] : jobs_)
+    if (std::find(states.begin(), states.end(), j.state) != states.end()) out.push_back(j);
+  return out;
 }
 
 void JobStore::update(const JobRecord& job, int64_t now_ms, const std::string& detail) {
@@ -340,6 +384,7 @@ void JobStore::update(const JobRecord& job, int64_t now_ms, const std::string& d
       e.exec();
     }
     tx.commit();
+    view_put_job(job.id);
   });
 }
 
@@ -386,6 +431,14 @@ void JobStore::add_placements(const std::vector<Placement>& placements) {
       q.exec();
     }
     tx.commit();
+    std::lock_guard<std::mutex> view(view_mu_);
+    for (const auto& p : placements) {
+      const PlacementKey key{p.job, p.attempt, p.rank};
+      auto old = placements_.find(key);
+      if (old != placements_.end() && old->second.state != TaskState::kExited) active_by_node_[old->second.node].erase(key);
+      if (p.state != TaskState::kExited) active_by_node_[p.node].insert(key);
+      placements_[key] = p;
+    }
   });
 }
 
@@ -406,51 +459,77 @@ void JobStore::update_placement(const Placement& p) {
     q.bind(8, static_cast<int64_t>(p.job));
     q.bind(9, p.attempt);
     q.bind(10, p.rank);
-    q.exec();
+    if (q.exec() == 0) return;
+    std::lock_guard<std::mutex> view(view_mu_);
+    auto it = placements_.find({p.job, p.attempt, p.rank});
+    if (it == placements_.end()) return;
+    Placement& v = it->second;
+    if (v.state != TaskState::kExited && p.state == TaskState::kExited) {
+      auto& set = active_by_node_[v.node];
+      set.erase(it->first);
+      if (set.empty()) active_by_node_.erase(v.node);
+    } else if (v.state == TaskState::kExited && p.state != TaskState::kExited) {
+      active_by_node_[v.node].insert(it->first);
+    }
+    // What the UPDATE wrote; the rest (node, local_rank, device) is the placement's for good.
+    v.host = p.host;
+    v.state = p.state;
+    v.started_ms = p.started_ms;
+    v.ended_ms = p.ended_ms;
+    v.exit_code = p.exit_code;
+    v.signal = p.signal;
+    v.error = p.error;
   });
 }
 
 std::vector<Placement> JobStore::placements(int64_t job) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return guarded("placements", [&] {
-    std::vector<Placement> out;
-    SQLite::Statement q(*db_, std::string("SELECT ") + kPlacementColumns +
-                                  " FROM placements WHERE job = ? ORDER BY attempt, rank");
-    q.bind(1, static_cast<int64_t>(job));
-    while (q.executeStep()) out.push_back(placement_row(q));
-    return out;
-  });
+  std::lock_guard<std::mutex> lock(view_mu_);
+  std::vector<Placement> out;
+  for (auto it = placements_.lower_bound({job, std::numeric_limits<int>::min(), std::numeric_limits<int>::min()});
+       it != placements_.end() && std::get<0>(it->first) == job; ++it)
+    out.push_back(it->second);
+  return out;
 }
 
 std::vector<Placement> JobStore::placements(int64_t job, int attempt) const {
+  std::lock_guard<std::mutex> lock(view_mu_);
   std::vector<Placement> out;
-  for (auto& p : placements(job))
-    if (p.attempt == attempt) out.push_back(p);
+  for (auto it = placements_.lower_bound({job, attempt, std::numeric_limits<int>::min()});
+       it != placements_.end() && std::get<0>(it->first) == job && std::get<1>(it->first) == attempt; ++it)
+    out.push_back(it->second);
   return out;
 }
 
 std::vector<Placement> JobStore::active_placements() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return guarded("active placements", [&] {
-    std::vector<Placement> out;
-    SQLite::Statement q(*db_, std::string("SELECT ") + kPlacementColumns +
-                                  " FROM placements WHERE state != 'exited' ORDER BY job, attempt, rank");
-    while (q.executeStep()) out.push_back(placement_row(q));
-    return out;
-  });
+  std::lock_guard<std::mutex> lock(view_mu_);
+  std::set<PlacementKey> keys;  // by job, attempt, rank, whichever node
+  for (const auto& [node, set] : active_by_node_) keys.insert(set.begin(), set.end());
+  std::vector<Placement> out;
+  out.reserve(keys.size());
+  for (const auto& k : keys) out.push_back(placements_.at(k));
+  return out;
+}
+
+std::vector<Placement> JobStore::active_placements_on(const std::string& node) const {
+  std::lock_guard<std::mutex> lock(view_mu_);
+  std::vector<Placement> out;
+  auto it = active_by_node_.find(node);
+  if (it == active_by_node_.end()) return out;
+  for (const auto& k : it->second) out.push_back(placements_.at(k));
+  return out;
+}
+
+bool JobStore::has_placements(int64_t job, int attempt) const {
+  std::lock_guard<std::mutex> lock(view_mu_);
+  auto it = placements_.lower_bound({job, attempt, std::numeric_limits<int>::min()});
+  return it != placements_.end() && std::get<0>(it->first) == job && std::get<1>(it->first) == attempt;
 }
 
 std::optional<Placement> JobStore::placement(int64_t job, int attempt, int rank) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return guarded("placement", [&]() -> std::optional<Placement> {
-    SQLite::Statement q(*db_, std::string("SELECT ") + kPlacementColumns +
-                                  " FROM placements WHERE job = ? AND attempt = ? AND rank = ?");
-    q.bind(1, static_cast<int64_t>(job));
-    q.bind(2, attempt);
-    q.bind(3, rank);
-    if (!q.executeStep()) return std::nullopt;
-    return placement_row(q);
-  });
+  std::lock_guard<std::mutex> lock(view_mu_);
+  auto it = placements_.find({job, attempt, rank});
+  if (it == placements_.end()) return std::nullopt;
+  return it->second;
 }
 
 int JobStore::append_log(int64_t job, int attempt, int rank, const std::string& host, const std::string& stream,
@@ -593,6 +672,7 @@ void JobStore::put_metrics(int64_t job, const Json& rows, int64_t now_ms) {
       q.exec();
     }
     tx.commit();
+    ++version_;  // a summary shows the latest step
   });
 }
 

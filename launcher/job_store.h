@@ -11,10 +11,22 @@
 // until more arrives or the stream ends (eof, or flush_partials() when its job ends), so a rank
 // that dies mid-line loses nothing and no line is ever cut.
 //
-// Time is passed in (milliseconds since the epoch). Thread-safe: every call takes one mutex.
+// Jobs and placements are also held in memory (the view), loaded at open and kept current by
+// the writers under the same lock as their SQL write: job(), jobs(), placements() and friends
+// never touch SQLite. The head reads them on every heartbeat, and a 1,000-node job made that a
+// scan of 1,000 placements per heartbeat (issue 18). SQLite stays the durable store: a head
+// restarted after a crash loads the view from it. version() counts the writes that change what
+// a job summary shows (job rows, metrics), so that a reader can cache what it built from them.
+//
+// Time is passed in (milliseconds since the epoch). Thread-safe: SQL writes and log/metric reads
+// take one mutex, view reads another; a writer holds both while it changes the view.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <map>
+#include <set>
+#include <tuple>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -112,6 +124,9 @@ class JobStore {
   // A new PENDING job (with its PENDING event); returns it with its id.
   JobRecord create(JobRecord job, int64_t now_ms);
   std::optional<JobRecord> job(int64_t id) const;
+  // The job without its config (null there): what a heartbeat reads of a job, without copying
+  // the resolved config (hundreds of JSON values) twice per heartbeat (issue 18).
+  std::optional<JobRecord> job_brief(int64_t id) const;
   std::vector<JobRecord> jobs() const;  // newest first
   std::vector<JobRecord> jobs_in(const std::vector<JobState>& states) const;  // oldest first
   // Writes every field but id and submitted_ms; when the state changed, records an event with
@@ -125,7 +140,9 @@ class JobStore {
   std::vector<Placement> placements(int64_t job) const;           // every attempt, by attempt and rank
   std::vector<Placement> placements(int64_t job, int attempt) const;
   std::vector<Placement> active_placements() const;                // not exited, any job
+  std::vector<Placement> active_placements_on(const std::string& node) const;  // ... on one node
   std::optional<Placement> placement(int64_t job, int attempt, int rank) const;
+  bool has_placements(int64_t job, int attempt) const;  // whether the attempt is placed
 
   // Appends data found at byte offset of (job, rank, stream); eof: the stream is complete (its
   // partial line becomes a line). Returns how many complete lines it added.
@@ -156,10 +173,21 @@ class JobStore {
   void put_result(int64_t job, int rank, const nlohmann::ordered_json& result);
   nlohmann::ordered_json results(int64_t job) const;  // {"<rank>": result}
 
+  // Bumped by every write to a job row or its metrics (see above).
+  uint64_t version() const { return version_.load(); }
+
  private:
-  mutable std::mutex mu_;
+  using PlacementKey = std::tuple<int64_t, int, int>;  // job, attempt, rank
+  void load_view();
+  void view_put_job(int64_t id);  // re-reads the row (mu_ held)
+  mutable std::mutex mu_;       // db_
+  mutable std::mutex view_mu_;  // the view; taken after mu_ by writers
   std::unique_ptr<SQLite::Database> db_;
   std::string incarnation_;
+  std::map<int64_t, JobRecord> jobs_;
+  std::map<PlacementKey, Placement> placements_;
+  std::map<std::string, std::set<PlacementKey>> active_by_node_;
+  std::atomic<uint64_t> version_{0};
 };
 
 }  // namespace verl::launcher

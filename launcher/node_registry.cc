@@ -89,17 +89,31 @@ NodeRegistry::NodeRegistry(const std::string& path) {
         " state TEXT NOT NULL,"
         " lost_ms INTEGER NOT NULL DEFAULT 0,"
         " reason TEXT NOT NULL DEFAULT '')");
+    SQLite::Statement q(*db_, std::string("SELECT ") + kColumns + " FROM nodes ORDER BY id");
+    while (q.executeStep()) {
+      NodeRecord n = row(q);
+      names_.insert(n.name);
+      nodes_[n.id] = n;
+    }
   } catch (const SQLite::Exception& e) {
     throw Error(ExitCode::kFailure, "cannot open the node registry " + path + ": " + e.what(),
                 "check that the state directory is writable");
   }
 }
 
-NodeRegistry::~NodeRegistry() = default;
+NodeRegistry::~NodeRegistry() {
+  try {
+    flush();
+  } catch (const std::exception&) {  // a full disk at exit: the heartbeat counts are not worth a crash
+  }
+}
 
 void NodeRegistry::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   guarded("clear", [&] { db_->exec("DELETE FROM nodes"); });
+  nodes_.clear();
+  names_.clear();
+  dirty_.clear();
 }
 
 NodeRecord NodeRegistry::register_node(const std::string& name, const std::string& host, int64_t pid,
@@ -120,88 +134,129 @@ NodeRecord NodeRegistry::register_node(const std::string& name, const std::strin
     q.bind(5, static_cast<int64_t>(now_ms));
     q.bind(6, static_cast<int64_t>(now_ms));
     q.exec();
-    SQLite::Statement id(*db_, "SELECT id FROM nodes WHERE name = ?");
+    SQLite::Statement id(*db_, std::string("SELECT ") + kColumns + " FROM nodes WHERE name = ?");
     id.bind(1, name);
     id.executeStep();
-    return *node_locked(id.getColumn(0).getInt64());
+    NodeRecord n = row(id);
+    dirty_.erase(n.id);
+    nodes_[n.id] = n;
+    names_.insert(n.name);
+    return n;
   });
 }
 
 std::optional<NodeRecord> NodeRegistry::heartbeat(int64_t id, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
-  return guarded("heartbeat", [&]() -> std::optional<NodeRecord> {
-    SQLite::Statement q(*db_,
-                        "UPDATE nodes SET last_heartbeat_ms = ?, heartbeats = heartbeats + 1,"
-                        " state = CASE state WHEN 'left' THEN 'left' ELSE 'alive' END,"
-                        " lost_ms = CASE state WHEN 'lost' THEN 0 ELSE lost_ms END,"
-                        " reason = CASE state WHEN 'lost' THEN '' ELSE reason END WHERE id = ?");
-    q.bind(1, static_cast<int64_t>(now_ms));
-    q.bind(2, static_cast<int64_t>(id));
-    if (q.exec() == 0) return std::nullopt;
-    return node_locked(id);
-  });
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return std::nullopt;
+  NodeRecord& n = it->second;
+  n.last_heartbeat_ms = now_ms;
+  ++n.heartbeats;
+  if (n.state == NodeState::kLost) {  // heard from again: a state change, written now
+    n.state = NodeState::kAlive;
+    n.lost_ms = 0;
+    n.reason.clear();
+    guarded("heartbeat", [&] { write_state(n); });
+    dirty_.erase(id);
+  } else {
+    dirty_.insert(id);
+  }
+  return n;
 }
 
 bool NodeRegistry::leave(int64_t id, const std::string& reason, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
-  return guarded("leave", [&] {
-    SQLite::Statement q(*db_, "UPDATE nodes SET state = 'left', lost_ms = ?, reason = ? WHERE id = ?");
-    q.bind(1, static_cast<int64_t>(now_ms));
-    q.bind(2, reason);
-    q.bind(3, static_cast<int64_t>(id));
-    return q.exec() > 0;
-  });
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return false;
+  NodeRecord& n = it->second;
+  n.state = NodeState::kLeft;
+  n.lost_ms = now_ms;
+  n.reason = reason;
+  guarded("leave", [&] { write_state(n); });
+  dirty_.erase(id);
+  return true;
 }
 
 std::vector<NodeRecord> NodeRegistry::mark_lost(int64_t now_ms, int64_t timeout_ms) {
   std::lock_guard<std::mutex> lock(mu_);
-  return guarded("mark lost", [&] {
-    std::vector<NodeRecord> lost;
+  std::vector<NodeRecord> lost;
+  for (auto& [id, n] : nodes_) {
+    if (n.state != NodeState::kAlive || n.last_heartbeat_ms >= now_ms - timeout_ms) continue;
+    char reason[128];
+    std::snprintf(reason, sizeof reason, "no heartbeat for %.1f s (timeout %.1f s)",
+                  static_cast<double>(now_ms - n.last_heartbeat_ms) / 1000.0, static_cast<double>(timeout_ms) / 1000.0);
+    n.state = NodeState::kLost;
+    n.lost_ms = now_ms;
+    n.reason = reason;
+    dirty_.insert(id);
+    lost.push_back(n);
+  }
+  if (dirty_.empty()) return lost;
+  guarded("mark lost", [&] {
     SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
-    {
-      SQLite::Statement q(*db_, std::string("SELECT ") + kColumns +
-                                    " FROM nodes WHERE state = 'alive' AND last_heartbeat_ms < ? ORDER BY id");
-      q.bind(1, static_cast<int64_t>(now_ms - timeout_ms));
-      while (q.executeStep()) lost.push_back(row(q));
-    }
-    for (auto& n : lost) {
-      char reason[128];
-      std::snprintf(reason, sizeof reason, "no heartbeat for %.1f s (timeout %.1f s)",
-                    static_cast<double>(now_ms - n.last_heartbeat_ms) / 1000.0, static_cast<double>(timeout_ms) / 1000.0);
-      SQLite::Statement u(*db_, "UPDATE nodes SET state = 'lost', lost_ms = ?, reason = ? WHERE id = ?");
-      u.bind(1, static_cast<int64_t>(now_ms));
-      u.bind(2, std::string(reason));
-      u.bind(3, static_cast<int64_t>(n.id));
-      u.exec();
-      n.state = NodeState::kLost;
-      n.lost_ms = now_ms;
-      n.reason = reason;
-    }
+    flush_locked();
     tx.commit();
-    return lost;
   });
+  return lost;
+}
+
+void NodeRegistry::flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dirty_.empty()) return;
+  guarded("flush", [&] {
+    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    flush_locked();
+    tx.commit();
+  });
+}
+
+void NodeRegistry::flush_locked() {
+  for (int64_t id : dirty_) {
+    auto it = nodes_.find(id);
+    if (it != nodes_.end()) write_state(it->second);
+  }
+  dirty_.clear();
+}
+
+void NodeRegistry::write_state(const NodeRecord& n) {
+  SQLite::Statement u(*db_,
+                      "UPDATE nodes SET last_heartbeat_ms = ?, heartbeats = ?, state = ?, lost_ms = ?, reason = ?"
+                      " WHERE id = ?");
+  u.bind(1, static_cast<int64_t>(n.last_heartbeat_ms));
+  u.bind(2, static_cast<int64_t>(n.heartbeats));
+  u.bind(3, state_name(n.state));
+  u.bind(4, static_cast<int64_t>(n.lost_ms));
+  u.bind(5, n.reason);
+  u.bind(6, static_cast<int64_t>(n.id));
+  u.exec();
 }
 
 std::vector<NodeRecord> NodeRegistry::nodes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return guarded("list", [&] {
-    std::vector<NodeRecord> out;
-    SQLite::Statement q(*db_, std::string("SELECT ") + kColumns + " FROM nodes ORDER BY id");
-    while (q.executeStep()) out.push_back(row(q));
-    return out;
-  });
+  std::vector<NodeRecord> out;
+  out.reserve(nodes_.size());
+  for (const auto& [id, n] : nodes_) out.push_back(n);
+  return out;
+}
+
+std::vector<NodeRecord> NodeRegistry::not_alive() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<NodeRecord> out;
+  for (const auto& [id, n] : nodes_)
+    if (n.state != NodeState::kAlive) out.push_back(n);
+  return out;
+}
+
+bool NodeRegistry::has_node(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return names_.count(name) > 0;
 }
 
 std::optional<NodeRecord> NodeRegistry::node(int64_t id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return guarded("get", [&] { return node_locked(id); });
-}
-
-std::optional<NodeRecord> NodeRegistry::node_locked(int64_t id) const {
-  SQLite::Statement q(*db_, std::string("SELECT ") + kColumns + " FROM nodes WHERE id = ?");
-  q.bind(1, static_cast<int64_t>(id));
-  if (!q.executeStep()) return std::nullopt;
-  return row(q);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace verl::launcher

@@ -3,11 +3,21 @@
 // join against it and so that it survives a look with the sqlite3 shell; the head clears it at
 // start because agents re-register with a head they do not know.
 //
+// Reads are served from memory (a copy of every row, loaded at open and kept current by the
+// writers): the head asks for the node list several times a second and for a node on every
+// heartbeat, which at 1,000 nodes was thousands of SELECTs (each parsing a resources JSON) a
+// second (issue 18). A heartbeat changes memory only; its last_heartbeat_ms and count reach the
+// table at the next mark_lost() or flush() (the sweeper's pass, every 200 ms), all in one
+// transaction, so the table lags by one sweep. State changes (register, lost, alive again, left)
+// are written at once.
+//
 // Time is passed in (milliseconds since the epoch) rather than read, so that heartbeat loss is
 // tested without sleeping. Thread-safe: every call takes one mutex.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,13 +72,22 @@ class NodeRegistry {
   // and the reason; returns the nodes it marked.
   std::vector<NodeRecord> mark_lost(int64_t now_ms, int64_t timeout_ms);
 
+  // Writes the heartbeats held in memory only (see above); the destructor does too.
+  void flush();
+
   std::vector<NodeRecord> nodes() const;  // by id
+  std::vector<NodeRecord> not_alive() const;  // lost or left, by id
+  bool has_node(const std::string& name) const;
   std::optional<NodeRecord> node(int64_t id) const;
 
  private:
-  std::optional<NodeRecord> node_locked(int64_t id) const;
+  void flush_locked();   // in the caller's transaction, if any
+  void write_state(const NodeRecord& n);
   mutable std::mutex mu_;
   std::unique_ptr<SQLite::Database> db_;
+  std::map<int64_t, NodeRecord> nodes_;  // the table's rows, current
+  std::set<int64_t> dirty_;              // heartbeats not yet in the table
+  std::set<std::string> names_;          // of nodes_
 };
 
 }  // namespace verl::launcher

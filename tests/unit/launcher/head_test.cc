@@ -210,6 +210,43 @@ TEST(Head, IdsAndNumbersPastTheirRangeAre404Or400) {
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
+// GET /api/jobs is served from an answer built once per job store version (issue 18): it must
+// never be older than the store. Each write a summary shows (a new job, a stop, a metric row)
+// is in the very next answer, and two reads without a write between are the same bytes.
+TEST(Head, JobListFollowsEveryWriteAtOnce) {
+  Head head(fast_options());
+  head.start();
+  HeadClient client(address_of(head), kToken);
+  auto list = [&] { return raw(head, "GET", "/api/jobs", "")->body; };
+  EXPECT_EQ(Json::parse(list())["jobs"].size(), 0u);
+  const std::string id = client.post("/api/jobs", Json{{"kind", "train"}, {"overrides", Json::array()}})["id"];
+  const Json one = Json::parse(list());
+  ASSERT_EQ(one["jobs"].size(), 1u);
+  EXPECT_EQ(one["jobs"][0]["state"], "PENDING");
+  EXPECT_EQ(list(), list()) << "no write: the same answer";
+  head.jobs().put_metrics(std::stoll(id.substr(4)), Json::array({{{"step", 3}}}), 1000);
+  EXPECT_EQ(Json::parse(list())["jobs"][0]["step"], 3);
+  client.post("/api/jobs/" + id + "/stop", Json::object());
+  EXPECT_EQ(Json::parse(list())["jobs"][0]["state"], "STOPPED");
+  client.post("/api/jobs", Json{{"kind", "train"}, {"overrides", Json::array()}});
+  EXPECT_EQ(Json::parse(list())["jobs"].size(), 2u);
+}
+
+// The agent keeps its connection alive (head_client.h); the head closes one idle for 5 s. An
+// agent with a longer heartbeat interval must not lose its next request to the closed socket.
+TEST(Head, AKeptAliveClientOutlivesTheHeadsIdleTimeout) {
+  Head head(fast_options());
+  head.start();
+  HeadClient client(address_of(head), kToken);
+  client.set_keep_alive(true);
+  std::string error;
+  ASSERT_TRUE(client.try_request("GET", "/api/cluster", nullptr, &error)) << error;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5600));
+  auto r = client.try_request("GET", "/api/cluster", nullptr, &error);
+  ASSERT_TRUE(r) << error;
+  EXPECT_EQ(r->status, 200);
+}
+
 // Found by tests/fuzz/head_requests_fuzz.cc and review of the handlers: get<int>() of 1e300 (a
 // float-to-int overflow, undefined), a rank past int, a task that is not an object, 1e999 (nlohmann's
 // out_of_range). Each is a 400 naming the field, and the head stays up.

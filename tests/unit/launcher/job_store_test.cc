@@ -210,5 +210,95 @@ TEST_F(TempDb, EverythingSurvivesReopening) {
   EXPECT_EQ(s.create(train_job(), 3000).id, id + 1);
 }
 
+// The in-memory view (issue 18) against SQLite: after creates, updates, placements placed,
+// started, ended and placed again, every read of the view equals the same read of a store opened
+// afresh on the file (which loads it from the tables), and the per-node index holds exactly the
+// placements not exited.
+TEST_F(TempDb, ViewReadsEqualTheTablesAfterWrites) {
+  auto same = [](const Placement& a, const Placement& b) {
+    return a.job == b.job && a.attempt == b.attempt && a.rank == b.rank && a.node == b.node && a.host == b.host &&
+           a.local_rank == b.local_rank && a.device == b.device && a.state == b.state && a.started_ms == b.started_ms &&
+           a.ended_ms == b.ended_ms && a.exit_code == b.exit_code && a.signal == b.signal && a.error == b.error;
+  };
+  auto same_all = [&](const std::vector<Placement>& a, const std::vector<Placement>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!same(a[i], b[i])) return false;
+    return true;
+  };
+  JobStore s(db());
+  auto a = s.create(train_job(), 1000);
+  auto b = s.create(train_job(), 1001);
+  std::vector<Placement> ps;
+  for (int r = 0; r < 4; ++r) {
+    Placement p;
+    p.job = r < 2 ? a.id : b.id;
+    p.rank = r % 2;
+    p.node = "node-" + std::to_string(r % 2);
+    p.host = "h" + std::to_string(r % 2);
+    p.device = "cuda:" + std::to_string(r / 2);
+    ps.push_back(p);
+  }
+  s.add_placements(ps);
+  a.state = JobState::kRunning;
+  s.update(a, 1100, "placed");
+  auto p = *s.placement(a.id, 0, 1);
+  p.state = TaskState::kRunning;
+  p.started_ms = 1200;
+  p.host = "h1-seen";
+  s.update_placement(p);
+  p.state = TaskState::kExited;
+  p.ended_ms = 1300;
+  p.exit_code = 3;
+  p.error = "boom";
+  s.update_placement(p);
+  a.attempt = 1;
+  a.restarts = 1;
+  a.config["trainer"]["resume_mode"] = "auto";
+  s.update(a, 1400);
+  Placement again = ps[0];
+  again.attempt = 1;
+  s.add_placements({again});
+
+  EXPECT_EQ(s.active_placements_on("node-1").size(), 1u) << "job a's rank 1 exited; job b's rank 1 is still there";
+  EXPECT_EQ(s.active_placements_on("node-0").size(), 3u);
+  EXPECT_TRUE(s.active_placements_on("node-9").empty());
+  EXPECT_TRUE(s.has_placements(a.id, 1));
+  EXPECT_FALSE(s.has_placements(a.id, 2));
+
+  JobStore fresh(db());  // loads its view from the tables
+  for (int64_t id : {a.id, b.id}) {
+    EXPECT_TRUE(same_all(s.placements(id), fresh.placements(id))) << "job " << id;
+    EXPECT_TRUE(same_all(s.placements(id, 0), fresh.placements(id, 0))) << "job " << id;
+    EXPECT_EQ(s.job(id)->config, fresh.job(id)->config);
+    EXPECT_EQ(s.job(id)->attempt, fresh.job(id)->attempt);
+    EXPECT_EQ(s.job(id)->state, fresh.job(id)->state);
+    EXPECT_EQ(s.job(id)->started_ms, fresh.job(id)->started_ms);
+  }
+  EXPECT_TRUE(same_all(s.active_placements(), fresh.active_placements()));
+  EXPECT_TRUE(same_all(s.active_placements_on("node-0"), fresh.active_placements_on("node-0")));
+  EXPECT_EQ(s.placement(a.id, 0, 1)->host, "h1-seen");
+  EXPECT_EQ(fresh.placement(a.id, 0, 1)->error, "boom");
+  EXPECT_EQ(s.jobs().size(), 2u);
+  EXPECT_EQ(s.jobs().front().id, b.id) << "newest first";
+  EXPECT_EQ(s.jobs_in({JobState::kRunning}).size(), 1u);
+}
+
+// version() moves with every write a job summary shows (a job row, a metric row), so that a
+// reader caching GET /api/jobs's answer never serves one older than the store.
+TEST(JobStore, VersionMovesWithJobAndMetricWrites) {
+  JobStore s(":memory:");
+  uint64_t v = s.version();
+  auto j = s.create(train_job(), 1000);
+  EXPECT_GT(s.version(), v);
+  v = s.version();
+  j.state = JobState::kRunning;
+  s.update(j, 1100);
+  EXPECT_GT(s.version(), v);
+  v = s.version();
+  s.put_metrics(j.id, Json::array({{{"step", 1}}}), 1200);
+  EXPECT_GT(s.version(), v);
+}
+
 }  // namespace
 }  // namespace verl::launcher

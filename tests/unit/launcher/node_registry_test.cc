@@ -121,5 +121,30 @@ TEST(NodeRegistry, JsonHasHeartbeatAge) {
   EXPECT_EQ(j["resources"]["cpus"], 2);
 }
 
+// Heartbeats live in memory and reach the table in one transaction per sweep (mark_lost or
+// flush); a registry opened on the file afterwards sees them, and a state change is written at once.
+TEST(NodeRegistry, HeartbeatsReachTheTableAtTheNextSweep) {
+  const auto dir = std::filesystem::temp_directory_path() / ("verl_registry_hb_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "state.db").string();
+  NodeRegistry reg(path);
+  const auto n = reg.register_node("node-0", "h", 1, two_cpus(), 1000);
+  reg.heartbeat(n.id, 2000);
+  reg.heartbeat(n.id, 3000);
+  EXPECT_EQ(reg.node(n.id)->heartbeats, 2) << "memory is current at once";
+  EXPECT_EQ(NodeRegistry(path).nodes()[0].heartbeats, 0) << "the table lags until the sweep";
+  reg.mark_lost(3500, 10000);
+  auto seen = NodeRegistry(path).nodes();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].heartbeats, 2);
+  EXPECT_EQ(seen[0].last_heartbeat_ms, 3000);
+  reg.leave(n.id, "bye", 4000);
+  EXPECT_EQ(NodeRegistry(path).nodes()[0].state, NodeState::kLeft);
+  EXPECT_TRUE(reg.has_node("node-0"));
+  EXPECT_FALSE(reg.has_node("node-1"));
+  EXPECT_EQ(reg.not_alive().size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace verl::launcher
