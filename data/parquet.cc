@@ -11,6 +11,7 @@
 #include <new>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "data/thrift_compact.h"
 
 namespace verl::data {
@@ -313,6 +314,10 @@ void parse_file_metadata(Impl& impl, const uint8_t* data, size_t size) {
 void build_schema(Impl& impl) {
   auto& s = impl.schema;
   if (s.empty()) corrupt(impl.name, "the footer has no schema");
+  // Column names become the rows' JSON keys: text, as every writer makes them (found by the fuzzer:
+  // a 0xFF in a name made the rows undumpable).
+  for (const auto& e : s)
+    if (invalid_utf8_at(e.name) != std::string::npos) corrupt(impl.name, "a column name in the schema is not UTF-8 text");
   size_t next = 1;
   // Children by the num_children counts of the flat list.
   std::vector<std::pair<int, int>> stack;  // (node, children still to attach)

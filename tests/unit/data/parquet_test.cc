@@ -122,6 +122,15 @@ TEST(Parquet, TruncatedOrCorruptFilesAreErrorsNamingTheFile) {
   }
 }
 
+// Found by the fuzz target in CI: a column name with a 0xFF byte read as a JSON key that
+// nlohmann::json cannot dump (an abort wherever the rows are printed). Now the footer is refused.
+TEST(Parquet, AColumnNameThatIsNotUtf8IsACorruptFile) {
+  const auto msg = error_of([] { ParquetFile::open(kFixtures + "corrupt_column_name_not_utf8.parquet").read_rows(); });
+  EXPECT_NE(msg.find("corrupt_column_name_not_utf8.parquet: not a readable parquet file: a column name in the schema is not UTF-8 text"),
+            std::string::npos)
+      << msg;
+}
+
 // The matrix that tests/integration/parquet_peer_test.sh writes with the peer.
 TEST(ParquetPeer, ReadsEveryFileTheWriterWrote) {
   const char* dir = std::getenv("VERL_PARQUET_PEER_DIR");
