@@ -32,7 +32,6 @@ tiny="trainer.nnodes=2 trainer.n_gpus_per_node=1 trainer.val_before_train=false 
 files="data.train_files=../../data/train.jsonl data.val_files=../../data/val.jsonl"
 
 # 1. The data is on node 0 only.
-d0=$work/remote/$name/nodes/$h0/jobs/job-1
 mkdir -p "$work/remote/$name/nodes/$h0/data"
 for f in train val; do
   echo '{"prompt": [{"role": "user", "content": "1+2="}], "data_source": "openai/gsm8k", "reward_model": {"ground_truth": "3"}}' \
@@ -47,7 +46,6 @@ check "the error names node 1 and the missing file" 'grep -q "job preflight fail
 check "the failure names node 1, not node 0" '[ "$(job_field job-1 "j[\"failure\"][\"node\"]")" = "$h1" ]'
 check "the failure lists the failed check with its key" '[ "$(job_field job-1 "j[\"failure\"][\"preflight\"][0][\"key\"]")" = data.train_files ]'
 check "no rank started on either node" '! ls "$work/remote/$name/nodes/"*/jobs/job-1/logs/rank-* >/dev/null 2>&1'
-check "node 0's preflight ran in its job directory" '[ -s "$d0/logs/preflight-$h0.attempt-0.out" ]'
 
 # 2. --skip-job-preflight: the ranks start, and node 1's fails reading the data.
 "$v" submit --name $name --skip-job-preflight $tiny $files trainer.total_training_steps=2 >/dev/null 2>"$work/submit2.err"
@@ -61,6 +59,9 @@ tail -4 "$work/submit3.err" >&2
 check "the 2-node job SUCCEEDED" '[ $rc -eq 0 ]' || cat "$work/submit3.err" >&2
 check "event PREFLIGHT says it passed on both nodes" \
   '[ "$(job_field job-3 "[e[\"detail\"] for e in j[\"events\"] if e[\"state\"]==\"PREFLIGHT\"][0].split(\" (\")[0]")" = "passed on $h0, $h1" ]'
+# In job-3, not job-1: there node 1's failure may end the job before node 0's preflight has run
+# (the head then never orders it, or stops it), so job-1's node-0 log may rightly be missing.
+check "node 0's preflight ran in its job directory" '[ -s "$work/remote/$name/nodes/$h0/jobs/job-3/logs/preflight-$h0.attempt-0.out" ]'
 share=$(job_field job-3 'j["scaling"]["comm_share"]')
 echo "scaling: $(job_field job-3 'j["scaling"]')" >&2
 check "scaling has a communication share between 0 and 1" 'python3 -c "import sys; s=float(sys.argv[1]); sys.exit(0 if 0 < s < 1 else 1)" "$share"'
