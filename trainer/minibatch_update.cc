@@ -2,10 +2,10 @@
 
 #include <cmath>
 #include <memory>
-#include <string>
-#include <vector>
 #include <numeric>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "trainer/log_probs.h"
@@ -38,8 +38,8 @@ namespace {
 #if VERL_TORCH_HAS_CUDA && TORCH_VERSION_MAJOR >= 2
 // One group's AdamW step through torch's fused CUDA kernel, with torch::optim::AdamW's own state
 // (created as its step() creates it, keyed by the TensorImpl's address as libtorch 2.x keys it,
-// so a checkpoint cannot tell the two apart). False when the
-// group is not all fp32 dense CUDA parameters (or asks for amsgrad): the caller falls back.
+// so a checkpoint cannot tell the two apart). False when the group is not all fp32 dense CUDA
+// parameters (or asks for amsgrad): the caller falls back.
 bool fused_adamw_group(torch::optim::AdamW& opt, torch::optim::OptimizerParamGroup& group) {
   auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
   if (o.amsgrad()) return false;
