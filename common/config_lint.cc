@@ -36,6 +36,7 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
   const double nnodes = getd(job, "trainer.nnodes");
   const double per_node = getd(job, "trainer.n_gpus_per_node");
   const double ranks = nnodes * per_node;
+  const Json* est = find(job, "algorithm.adv_estimator");
   const double batch = getd(job, "data.train_batch_size");
 
   // 1. The global batch should grow with the node count, or each GPU idles on a sliver of it.
@@ -67,23 +68,55 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
   if (params >= 6e9 && tp < 2) {
     warn("actor_rollout_ref.rollout.tensor_model_parallel_size",
          "the model has about " + fmt_count(params) +
-             " parameters and every rank must hold all of it (the embedded trainer has no tensor parallelism)",
+             " parameters and every rank's rollout holds all of it (verlctl's rollout is not tensor-parallel yet)",
          "use a smaller model here, or run it under verl with tensor_model_parallel_size=2 (or more) so that weights and KV cache fit");
   }
-  // 4. Small GPU memory: weights + grads + Adam states (16 bytes/param in mixed precision) must fit.
+  // 4. Small GPU memory: the training state per GPU under the roles' strategies (trainer/
+  //    module_engine.h): fp32 weights 4 B/param, gradients 4, Adam moments 8; FSDP divides each
+  //    by the rank count, param_offload moves weights + gradients to the CPU, optimizer_offload
+  //    the moments. The critic (GAE) is a second model; the reference (KL) a third, frozen.
   const double gpu_gib = gpu_memory_gib;
-  const double train_gib = params * 16 / (1024.0 * 1024 * 1024);
-  if (train_gib > 0.9 * gpu_gib) {
+  const double gib = 1024.0 * 1024 * 1024;
+  struct Role { const char* name; const char* fsdp; bool trainable; bool present; };
+  const bool critic = est == nullptr || !est->is_string() || est->get<std::string>() == "gae";
+  const Json* kl_loss = find(job, "actor_rollout_ref.actor.use_kl_loss");
+  const Json* kl_reward = find(job, "algorithm.use_kl_in_reward");
+  const bool ref = (kl_loss && kl_loss->is_boolean() && kl_loss->get<bool>()) ||
+                   (kl_reward && kl_reward->is_boolean() && kl_reward->get<bool>());
+  const Role roles[] = {{"actor", "actor_rollout_ref.actor.fsdp_config", true, true},
+                        {"critic", "critic.model.fsdp_config", true, critic},
+                        {"ref", "actor_rollout_ref.ref.fsdp_config", false, ref}};
+  double total_gib = 0;
+  std::ostringstream parts;
+  parts.precision(3);
+  bool any_offload_off = false;
+  for (const auto& r : roles) {
+    if (!r.present) continue;
+    const std::string base = r.fsdp;
+    const double fsdp_size = getd(job, (base + ".fsdp_size").c_str());
+    const Json* po = find(job, base + ".param_offload");
+    const Json* oo = find(job, base + ".optimizer_offload");
+    const bool param_off = po && po->is_boolean() && po->get<bool>();
+    const bool optim_off = oo && oo->is_boolean() && oo->get<bool>();
+    const double shards = (ranks > 1 && fsdp_size != 1) ? ranks : 1;
+    double bytes = param_off ? 0 : (r.trainable ? 8 : 4) * params / shards;
+    if (r.trainable && !optim_off) bytes += 8 * params / shards;
+    any_offload_off |= !param_off || (r.trainable && !optim_off);
+    total_gib += bytes / gib;
+    parts << (parts.tellp() > 0 ? ", " : "") << r.name << " " << bytes / gib;
+  }
+  if (total_gib > 0.9 * gpu_gib) {
     std::ostringstream v;
     v.precision(3);
-    v << train_gib << " GiB of weights, gradients and optimizer state against " << gpu_gib << " GiB per GPU";
-    warn("actor_rollout_ref.model",
-         "training state is about " + v.str(),
-         "offload parameters/optimizer to CPU (verl: actor_rollout_ref.actor.fsdp_config.param_offload=True, "
-         "optimizer_offload=True) or shard over more GPUs");
+    v << "training state is about " << total_gib << " GiB per GPU (" << parts.str() << ") against " << gpu_gib
+      << " GiB per GPU";
+    warn("actor_rollout_ref.model", v.str(),
+         std::string(any_offload_off ? "offload parameters/optimizer to CPU (actor_rollout_ref.actor.fsdp_config."
+                                       "param_offload=true, optimizer_offload=true; critic.model.fsdp_config.*) or "
+                                     : "") +
+             "shard over more GPUs (fsdp_config.fsdp_size=-1 over more ranks)");
   }
   // 5. GRPO compares samples of one prompt: with n=1 every advantage is zero.
-  const Json* est = find(job, "algorithm.adv_estimator");
   const bool grouped = est && est->is_string() &&
                        std::set<std::string>{"grpo", "grpo_vectorized", "rloo", "rloo_vectorized", "opo", "gpg",
                                              "reinforce_plus_plus_baseline"}

@@ -38,8 +38,9 @@ ActorWorker::ActorWorker(const JobConfig& config, CausalLm policy, const torch::
     : config_(config), strategy_(strategy), device_(device), module_(std::move(policy)) {
   module_->to(device_);
   module_->model->set_gradient_checkpointing(config_.model.enable_gradient_checkpointing);
+  engine_ = make_module_engine(*module_, strategy_, device_, {"actor_rollout_ref.actor", true, config_.actor.fsdp});
   const auto& o = config_.actor.optim;
-  optim_ = make_adamw(module_->parameters(), o.lr, o.beta1, o.beta2, o.weight_decay);
+  optim_ = make_adamw(engine_->optimizer_params(), o.lr, o.beta1, o.beta2, o.weight_decay);
 }
 
 double ActorWorker::temperature() const {
@@ -60,6 +61,7 @@ ResponseLogProbs ActorWorker::compute_log_prob(const RolloutBatch& batch, bool w
     plan.budget_key = "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu";
   }
   plan.layout = layout();
+  ComputeScope scope(*engine_);
   return compute_log_probs(module_, batch, plan, temperature(), with_entropy);
 }
 
@@ -108,7 +110,7 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
   const int64_t width = batch.response_width();
   const auto seq_layout = layout();
   const auto stats = run_minibatch_update(
-      all, batch.batch_size(), plan, *optim_, module_->parameters(), strategy_, acc, step,
+      all, batch.batch_size(), plan, *optim_, *engine_, strategy_, acc, step,
       [&](const MicroBatch& mb) {
         const auto& d = mb.data;
         const auto& mask = d.at("response_mask");
@@ -193,7 +195,7 @@ MetricMap ActorWorker::sft_step(const RolloutBatch& batch, double lr) {
   const int64_t width = batch.response_width();
   const auto seq_layout = layout();
   const auto stats = run_minibatch_update(
-      all, batch.batch_size(), plan, *optim_, module_->parameters(), strategy_, acc, /*step=*/0,
+      all, batch.batch_size(), plan, *optim_, *engine_, strategy_, acc, /*step=*/0,
       [&](const MicroBatch& mb) {
         const auto& d = mb.data;
         auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width,
@@ -219,7 +221,17 @@ NamedTensors ActorWorker::weights() const {
   return out;
 }
 
+void ActorWorker::sync_to(RolloutEngine& rollout) {
+  FullParamsScope full(*engine_);
+  rollout.load_weights(weights());
+}
+
 void ActorWorker::add_to(CheckpointParts& parts) {
+  if (engine_->sharded()) {
+    parts.sharded.push_back({"actor", [this](const std::string& dir) { engine_->save_shards(dir, optim_.get()); },
+                             [this](const std::string& dir) { engine_->load_shards(dir, optim_.get()); }});
+    return;
+  }
   parts.actor = module_.ptr().get();
   parts.actor_optim = optim_.get();
 }

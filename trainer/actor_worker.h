@@ -17,6 +17,7 @@
 #include "trainer/log_probs.h"
 #include "trainer/metrics.h"
 #include "trainer/model.h"
+#include "trainer/module_engine.h"
 #include "trainer/parallel_strategy.h"
 #include "trainer/rollout_engine.h"
 
@@ -54,11 +55,16 @@ class ActorWorker {
   // tokens. Returns sft/loss, sft/token_acc, sft/grad_norm (this rank's; the caller reduces).
   MetricMap sft_step(const RolloutBatch& batch, double lr);
 
-  // The policy's parameters by name, for RolloutEngine::load_weights.
+  // The policy's parameters by name, for RolloutEngine::load_weights: full values only inside a
+  // FullParamsScope of engine() (a sharded engine; collective), as sync_to does.
   NamedTensors weights() const;
+  // Loads the policy's weights into the rollout engine (gathering them when sharded).
+  void sync_to(RolloutEngine& rollout);
   void add_to(CheckpointParts& parts);
 
+  // The module: its parameters hold full values only inside a FullParamsScope(engine()).
   CausalLm& module() { return module_; }
+  ModuleEngine& engine() { return *engine_; }
   const torch::Device& device() const { return device_; }
   int64_t updates() const { return updates_; }
   void set_updates(int64_t n) { updates_ = n; }
@@ -72,6 +78,7 @@ class ActorWorker {
   ParallelStrategy& strategy_;
   torch::Device device_;
   CausalLm module_;
+  std::unique_ptr<ModuleEngine> engine_;
   std::unique_ptr<torch::optim::AdamW> optim_;
   int64_t updates_ = 0;  // LR scheduler steps taken
 };

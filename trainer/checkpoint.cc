@@ -73,6 +73,12 @@ void save_archive(torch::serialize::OutputArchive& ar, const fs::path& path) {
   if (error != 0) throw io_error("write", path, std::strerror(error));
 }
 
+}  // namespace
+
+void write_archive(torch::serialize::OutputArchive& archive, const std::string& path) { save_archive(archive, path); }
+
+namespace {
+
 void save_module(torch::nn::Module& m, const fs::path& path) {
   torch::serialize::OutputArchive ar;
   m.save(ar);
@@ -137,15 +143,68 @@ std::string CheckpointManager::save(const CheckpointParts& parts, const TrainerS
   const fs::path final_dir = step_dir(state.global_step);
   std::string failure;
   const bool writer = dist_ == nullptr || dist_->is_rank0();
+  const bool group = dist_ != nullptr && dist_->is_distributed();
+  auto has_sharded = [&](const std::string& subdir) {
+    for (const auto& p : parts.sharded)
+      if (p.subdir == subdir) return true;
+    return false;
+  };
+  // Whether any rank failed (a collective: every rank calls it at the same point).
+  auto any_failed = [&](const std::string& mine) {
+    if (!group) return !mine.empty();
+    auto flag = torch::tensor({mine.empty() ? 0.0 : 1.0}, torch::kFloat64);
+    dist_->all_reduce_sum(flag);
+    return flag.item<double>() != 0;
+  };
+  // The temporary directory is named after rank 0's pid; sharded parts need every rank to know it.
+  int64_t pid_value = writer ? static_cast<int64_t>(::getpid()) : 0;
+  if (group && !parts.sharded.empty()) {
+    auto t = torch::tensor({static_cast<double>(pid_value)}, torch::kFloat64);
+    dist_->all_reduce_sum(t);
+    pid_value = static_cast<int64_t>(t.item<double>());
+  }
+  const std::string pid = std::to_string(pid_value);
+  const fs::path tmp = final_dir.string() + kTmpMarker + pid;
+  if (!parts.sharded.empty()) {
+    // Rank 0 makes the directory, then every rank writes its shards into it.
+    if (writer) {
+      try {
+        fs::create_directories(root_);
+        fs::remove_all(tmp);
+        fs::create_directories(tmp);
+      } catch (const std::exception& e) {
+        failure = "checkpoint: cannot create " + tmp.string() + ": " + e.what();
+      }
+    }
+    if (!any_failed(failure)) {
+      try {
+        for (const auto& part : parts.sharded) {
+          fs::create_directories(tmp / part.subdir);
+          part.save((tmp / part.subdir).string());
+        }
+      } catch (const std::exception& e) {
+        failure = std::string("checkpoint: rank ") + std::to_string(dist_ ? dist_->rank() : 0) +
+                  " cannot save its shards to " + tmp.string() + ": " + e.what();
+      }
+    }
+    if (any_failed(failure)) {
+      std::error_code ec;
+      if (writer) fs::remove_all(tmp, ec);
+      throw Error{ExitCode::kFailure,
+                  failure.empty() ? "checkpoint: another rank failed to save its shards of step " +
+                                        std::to_string(state.global_step)
+                                  : failure,
+                  "check free space and permissions of trainer.default_local_dir on every node; the previous "
+                  "checkpoint is intact"};
+    }
+  }
   if (writer) {
-    const std::string pid = std::to_string(::getpid());
     const fs::path root(root_);
-    const fs::path tmp = final_dir.string() + kTmpMarker + pid;
     try {
       std::error_code ec;
       fs::create_directories(root, ec);
       if (ec) throw io_error("create", root, ec.message());
-      fs::remove_all(tmp);
+      if (parts.sharded.empty()) fs::remove_all(tmp);
       fs::create_directories(tmp / "actor");
       if (parts.actor) save_module(*parts.actor, tmp / "actor" / "model.pt");
       if (parts.actor_optim) save_optim(*parts.actor_optim, tmp / "actor" / "optim.pt");
@@ -177,8 +236,8 @@ std::string CheckpointManager::save(const CheckpointParts& parts, const TrainerS
                     {"shuffle_seed", state.data.shuffle_seed}}},
           {"kl_coef", state.kl_coef},
           {"extra", state.extra},
-          {"has_critic", parts.critic != nullptr},
-          {"has_ref", parts.ref != nullptr},
+          {"has_critic", parts.critic != nullptr || has_sharded("critic")},
+          {"has_ref", parts.ref != nullptr || has_sharded("ref")},
           {"has_rollout_rng", parts.rollout_generator != nullptr},
       };
       write_text(tmp / kStateFile, js.dump(2) + "\n");
@@ -223,10 +282,8 @@ std::string CheckpointManager::save(const CheckpointParts& parts, const TrainerS
     }
   }
   // Doubles as the barrier: every rank learns whether rank 0's save went through.
-  if (dist_ != nullptr && dist_->is_distributed()) {
-    auto flag = torch::tensor({failure.empty() ? 0.0 : 1.0}, torch::kFloat64);
-    dist_->all_reduce_sum(flag);
-    if (failure.empty() && flag.item<double>() != 0) {
+  if (group) {
+    if (any_failed(failure) && failure.empty()) {
       throw Error{ExitCode::kFailure,
                   "checkpoint: rank 0 failed to save step " + std::to_string(state.global_step),
                   "see rank 0's log"};
@@ -308,6 +365,7 @@ TrainerState CheckpointManager::load(const std::string& dir, const CheckpointPar
     load_module(parts.critic, d / "critic" / "model.pt", "the critic model");
     load_optim(parts.critic_optim, d / "critic" / "optim.pt", "the critic optimizer");
     load_module(parts.ref, d / "ref" / "model.pt", "the reference policy");
+    for (const auto& part : parts.sharded) part.load((d / part.subdir).string());
     require_file(d / kRngFile, "the RNG state");
     torch::serialize::InputArchive ar;
     ar.load_from((d / kRngFile).string());

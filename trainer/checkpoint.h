@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace verl::trainer {
 
@@ -67,6 +68,15 @@ struct CheckpointParts {
   // actor/huggingface/: config.json, safetensors, tokenizer files), inside the checkpoint's
   // temporary directory so that it is part of the atomic rename. Empty: not written.
   std::function<void(const std::string& dir)> actor_hf_export;
+  // Modules sharded over the ranks (FSDP, trainer/module_engine.h): every rank saves and loads
+  // its own files in the subdirectory ("actor", "critic", "ref") through these; the module and
+  // optimizer pointers above stay null for such a part.
+  struct Sharded {
+    std::string subdir;
+    std::function<void(const std::string& dir)> save;
+    std::function<void(const std::string& dir)> load;
+  };
+  std::vector<Sharded> sharded;
 };
 
 struct TrainerState {
@@ -75,6 +85,10 @@ struct TrainerState {
   double kl_coef = 0;       // KlController::value()
   nlohmann::json extra = nlohmann::json::object();  // anything else the loop wants back
 };
+
+// Writes an archive to path through checked writes (a full disk is a verl::Error kFailure naming
+// the path, never an abort inside libtorch's writer).
+void write_archive(torch::serialize::OutputArchive& archive, const std::string& path);
 
 class CheckpointManager {
  public:

@@ -28,13 +28,15 @@ CriticWorker::CriticWorker(const JobConfig& config, CriticModel critic, const to
     : config_(config), strategy_(strategy), device_(device), module_(std::move(critic)) {
   module_->to(device_);
   module_->model->set_gradient_checkpointing(config_.critic.enable_gradient_checkpointing);
+  engine_ = make_module_engine(*module_, strategy_, device_, {"critic.model", true, config_.critic.fsdp});
   const auto& o = config_.critic.optim;
-  optim_ = make_adamw(module_->parameters(), o.lr, o.beta1, o.beta2, o.weight_decay);
+  optim_ = make_adamw(engine_->optimizer_params(), o.lr, o.beta1, o.beta2, o.weight_decay);
 }
 
 torch::Tensor CriticWorker::compute_values(const RolloutBatch& batch) {
   torch::NoGradGuard no_grad;
   EvalScope eval(*module_);
+  ComputeScope scope(*engine_);
   const TensorMap all = {{"input_ids", batch.input_ids.to(device_)},
                          {"attention_mask", batch.attention_mask.to(device_)},
                          {"position_ids", batch.position_ids.to(device_)}};
@@ -90,7 +92,7 @@ MetricMap CriticWorker::update_critic(const RolloutBatch& batch, const torch::Te
   MeanAccumulator acc;
   const int64_t width = batch.response_width();
   const auto seq_layout = layout();
-  run_minibatch_update(all, batch.batch_size(), plan, *optim_, module_->parameters(), strategy_, acc, step,
+  run_minibatch_update(all, batch.batch_size(), plan, *optim_, *engine_, strategy_, acc, step,
                        [&](const MicroBatch& mb) {
                          const auto& d = mb.data;
                          auto vpreds = response_values(module_, d, width, seq_layout);
@@ -109,6 +111,11 @@ MetricMap CriticWorker::update_critic(const RolloutBatch& batch, const torch::Te
 }
 
 void CriticWorker::add_to(CheckpointParts& parts) {
+  if (engine_->sharded()) {
+    parts.sharded.push_back({"critic", [this](const std::string& dir) { engine_->save_shards(dir, optim_.get()); },
+                             [this](const std::string& dir) { engine_->load_shards(dir, optim_.get()); }});
+    return;
+  }
   parts.critic = module_.ptr().get();
   parts.critic_optim = optim_.get();
 }

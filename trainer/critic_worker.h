@@ -13,6 +13,7 @@
 #include "trainer/job_config.h"
 #include "trainer/metrics.h"
 #include "trainer/model.h"
+#include "trainer/module_engine.h"
 #include "trainer/parallel_strategy.h"
 
 namespace verl::trainer {
@@ -30,7 +31,9 @@ class CriticWorker {
                           int64_t step, int64_t total_steps);
 
   void add_to(CheckpointParts& parts);
+  // The module: its parameters hold full values only inside a FullParamsScope(engine()).
   CriticModel& module() { return module_; }
+  ModuleEngine& engine() { return *engine_; }
   const torch::Device& device() const { return device_; }
   int64_t updates() const { return updates_; }
   void set_updates(int64_t n) { updates_ = n; }
@@ -43,6 +46,7 @@ class CriticWorker {
   ParallelStrategy& strategy_;
   torch::Device device_;
   CriticModel module_;
+  std::unique_ptr<ModuleEngine> engine_;
   std::unique_ptr<torch::optim::AdamW> optim_;
   int64_t updates_ = 0;
 };

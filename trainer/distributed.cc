@@ -392,6 +392,53 @@ void Distributed::broadcast_parameters(const std::vector<torch::Tensor>& params,
   }
 }
 
+void Distributed::all_gather_flat(torch::Tensor& full, const torch::Tensor& shard) {
+  TORCH_CHECK(full.dim() == 1 && shard.dim() == 1 && full.numel() == shard.numel() * world_size() &&
+                  full.is_contiguous() && shard.is_contiguous(),
+              "all_gather_flat: full [world * n] and shard [n], contiguous and 1-D");
+  if (!is_distributed()) {
+    full.copy_(shard);
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  c10d::AllgatherOptions opts;
+  opts.timeout = options_.timeout;
+  impl_->sync();
+  if (impl_->device_only) {
+    at::Tensor out = full, in = shard;
+    impl_->wait(impl_->pg->_allgather_base(out, in, opts), "parameter all-gather");
+    return;
+  }
+  std::vector<at::Tensor> in{shard};
+  std::vector<std::vector<at::Tensor>> out(1);
+  const int64_t n = shard.numel();
+  for (int r = 0; r < world_size(); ++r) out[0].push_back(full.narrow(0, r * n, n));
+  impl_->wait(impl_->pg->allgather(out, in, opts), "parameter all-gather");
+}
+
+void Distributed::reduce_scatter_sum(torch::Tensor& shard, torch::Tensor& full) {
+  TORCH_CHECK(full.dim() == 1 && shard.dim() == 1 && full.numel() == shard.numel() * world_size() &&
+                  full.is_contiguous() && shard.is_contiguous(),
+              "reduce_scatter_sum: full [world * n] and shard [n], contiguous and 1-D");
+  const int64_t n = shard.numel();
+  if (!is_distributed()) {
+    shard.copy_(full);
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  if (impl_->device_only) {
+    c10d::ReduceScatterOptions opts;
+    opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
+    opts.timeout = options_.timeout;
+    impl_->sync();
+    at::Tensor out = shard, in = full;
+    impl_->wait(impl_->pg->_reduce_scatter_base(out, in, opts), "gradient reduce-scatter");
+    return;
+  }
+  impl_->allreduce(full, c10d::ReduceOp::SUM, "gradient reduce-scatter");
+  shard.copy_(full.narrow(0, rank() * n, n));
+}
+
 double Distributed::comm_seconds() const { return impl_ ? impl_->comm_s : 0.0; }
 
 void Distributed::barrier() {

@@ -88,6 +88,14 @@ class Distributed {
   // Sums a tensor across ranks in place (for global counts: tokens, samples).
   void all_reduce_sum(torch::Tensor& tensor);
 
+  // FSDP's two collectives over flat 1-D tensors (full.numel() == shard.numel() * world_size):
+  // every rank's shard, in rank order, into full; and full summed over ranks, of which this
+  // rank keeps its slice [rank * n, (rank + 1) * n) in shard. NCCL runs them natively; Gloo
+  // gathers through its list all-gather and reduce-scatters as an all-reduce of full (2x the
+  // traffic, same sums). Both tensors on the group's device (CPU for Gloo).
+  void all_gather_flat(torch::Tensor& full, const torch::Tensor& shard);
+  void reduce_scatter_sum(torch::Tensor& shard, torch::Tensor& full);
+
   // Overwrites every parameter (and buffer, if passed) with root's values.
   void broadcast_parameters(const std::vector<torch::Tensor>& params, int root = 0);
 

@@ -49,6 +49,22 @@ std::optional<T> get_nullable(const nlohmann::json& root, const std::string& pat
   return get<T>(root, path);
 }
 
+// A role's fsdp_config at `path` (optimizer_offload only where the role has an optimizer).
+FsdpConfig read_fsdp(const nlohmann::json& c, const std::string& path, bool has_optimizer) {
+  FsdpConfig f;
+  f.fsdp_size = get<int64_t>(c, path + ".fsdp_size");
+  if (f.fsdp_size == 0 || f.fsdp_size < -1) {
+    throw Error{ExitCode::kInvalidConfig,
+                "job config: key '" + path + ".fsdp_size' is " + std::to_string(f.fsdp_size) +
+                    ": -1 (shard over all ranks) or a positive group size",
+                "use -1 (verl's default) or 1 (every rank holds the whole model)"};
+  }
+  f.param_offload = get<bool>(c, path + ".param_offload");
+  if (has_optimizer) f.optimizer_offload = get<bool>(c, path + ".optimizer_offload");
+  f.reshard_after_forward = get<bool>(c, path + ".reshard_after_forward");
+  return f;
+}
+
 // verl accepts a single path or a list of paths for data files.
 std::optional<std::vector<std::string>> get_files(const nlohmann::json& root,
                                                   const std::string& path) {
@@ -168,6 +184,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   a.kl_loss_coef = get<double>(c, ap + ".kl_loss_coef");
   a.kl_loss_type = get<std::string>(c, ap + ".kl_loss_type");
   a.grad_clip = get<double>(c, ap + ".grad_clip");
+  a.fsdp = read_fsdp(c, ap + ".fsdp_config", /*has_optimizer=*/true);
   a.optim = read_optim(c, ap + ".optim");
 
   auto& r = j.rollout;
@@ -191,6 +208,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
     for (const auto& v : sizes) r.cudagraph_capture_sizes.push_back(v.get<int64_t>());
 
   j.ref.device = get<std::string>(c, "actor_rollout_ref.ref.device");
+  j.ref.fsdp = read_fsdp(c, "actor_rollout_ref.ref.fsdp_config", /*has_optimizer=*/false);
   j.ref.log_prob_micro_batch_size_per_gpu =
       get_nullable<int64_t>(c, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu").value_or(kWholeBatch);
   j.ref.log_prob_use_dynamic_bsz =
@@ -215,6 +233,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   cr.cliprange_value = get<double>(c, "critic.cliprange_value");
   cr.loss_agg_mode = get<std::string>(c, "critic.loss_agg_mode");
   cr.grad_clip = get<double>(c, "critic.grad_clip");
+  cr.fsdp = read_fsdp(c, "critic.model.fsdp_config", /*has_optimizer=*/true);
   cr.optim = read_optim(c, "critic.optim");
 
   auto& al = j.algorithm;

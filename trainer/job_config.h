@@ -66,6 +66,14 @@ struct ModelArchConfig {
   bool enable_gradient_checkpointing = true;  // verl's default: recompute layers in backward
 };
 
+// A role's actor_rollout_ref.*.fsdp_config / critic.model.fsdp_config (trainer/module_engine.h).
+struct FsdpConfig {
+  int64_t fsdp_size = -1;            // -1: shard over every rank; 1: replicate (DDP)
+  bool param_offload = false;
+  bool optimizer_offload = false;    // the reference has none
+  bool reshard_after_forward = true;
+};
+
 struct ActorConfig {
   std::string device = "auto";
   int64_t ppo_mini_batch_size = 32;
@@ -93,6 +101,7 @@ struct ActorConfig {
   double kl_loss_coef = 0.001;
   std::string kl_loss_type = "low_var_kl";
   double grad_clip = 1.0;
+  FsdpConfig fsdp;
   OptimConfig optim;
 };
 
@@ -126,6 +135,7 @@ struct RolloutConfig {
 
 struct RefConfig {
   std::string device = "auto";
+  FsdpConfig fsdp;
   int64_t log_prob_micro_batch_size_per_gpu = 128;
   bool log_prob_use_dynamic_bsz = false;          // null in the config: actor.use_dynamic_bsz
   int64_t log_prob_max_token_len_per_gpu = 16384;  // null: actor.ppo_max_token_len_per_gpu
@@ -145,6 +155,7 @@ struct CriticConfig {
   double cliprange_value = 0.5;
   std::string loss_agg_mode = "token-mean";
   double grad_clip = 1.0;
+  FsdpConfig fsdp;
   OptimConfig optim;
 };
 

@@ -160,7 +160,7 @@ double mask_sum(const TensorMap& data) {
 }  // namespace
 
 UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const UpdatePlan& plan,
-                                 torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
+                                 torch::optim::Optimizer& optimizer, ModuleEngine& engine,
                                  ParallelStrategy& strategy, MeanAccumulator& acc, int64_t step,
                                  const std::function<torch::Tensor(const MicroBatch&)>& micro_loss) {
   UpdateStats stats;
@@ -178,6 +178,7 @@ UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const Upd
     for (int64_t s = 0; s < rows; s += mini) {
       const int64_t mb = std::min(mini, rows - s);
       optimizer.zero_grad();
+      ComputeScope scope(engine);
       const auto mini_order = order.narrow(0, s, mb);
       std::pair<double, double> global{0.0, 0.0};
       if (plan.global_counts) global = global_counts(strategy, select_rows(batch, mini_order.to(batch.at("attention_mask").device())));
@@ -217,12 +218,12 @@ UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const Upd
           micro_loss(m).backward();
         }
       }
-      strategy.sync_gradients(params);
-      const double gn = clip_grad_norm(params, plan.grad_clip);
+      engine.sync_gradients();
+      const double gn = engine.clip_grad_norm(plan.grad_clip);
       stats.last_grad_norm = gn;
       if (std::isfinite(gn)) {
         acc.add(plan.who + "/grad_norm", gn);
-        optimizer_step(optimizer);
+        engine.step(optimizer);
         ++stats.steps;
       } else {
         ++stats.skipped;

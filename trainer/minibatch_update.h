@@ -25,6 +25,7 @@
 #include "trainer/core_algos.h"
 #include "trainer/job_config.h"
 #include "trainer/metrics.h"
+#include "trainer/module_engine.h"
 #include "trainer/parallel_strategy.h"
 
 namespace verl::trainer {
@@ -89,9 +90,10 @@ struct UpdateStats {
 };
 
 // Runs the loop; records "<who>/grad_norm" (finite norms only) into acc. `step` names the
-// training step in the warning for a skipped update.
+// training step in the warning for a skipped update. The engine holds the module (its compute
+// scope spans each mini-batch's micro-batches) and syncs, clips and steps; the strategy counts.
 UpdateStats run_minibatch_update(const TensorMap& batch, int64_t rows, const UpdatePlan& plan,
-                                 torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
+                                 torch::optim::Optimizer& optimizer, ModuleEngine& engine,
                                  ParallelStrategy& strategy, MeanAccumulator& acc, int64_t step,
                                  const std::function<torch::Tensor(const MicroBatch&)>& micro_loss);
 

@@ -362,7 +362,9 @@ torch::Tensor BackboneImpl::run_layers(torch::Tensor h, const torch::Tensor& cos
   const torch::Tensor mask_arg = mask.defined() ? mask : torch::empty({0}, cos.options());
   for (size_t i = 0; i < layers->size(); ++i) {
     auto& layer = layers->at<DecoderLayerImpl>(i);
-    if (checkpoint) {
+    if (layer_runner_ != nullptr && cache == nullptr) {
+      h = layer_runner_->run(i, layer, h, cos, sin, mask_arg, cu_seqlens, checkpoint);
+    } else if (checkpoint) {
       h = CheckpointedLayer::apply(h, cos, sin, mask_arg, &layer, cu_seqlens);
     } else if (!cu_seqlens.empty()) {
       h = layer.forward_packed(h, cos, sin, cu_seqlens);

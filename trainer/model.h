@@ -189,6 +189,17 @@ class DecoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DecoderLayer);
 
+// Runs one decoder layer of a forward without a KV cache when the layers' parameters are held
+// by something other than the module (FSDP's shards, trainer/fsdp.h), which must gather them
+// around the call. `checkpoint`: enable_gradient_checkpointing is on and grad mode is enabled.
+class LayerRunner {
+ public:
+  virtual ~LayerRunner() = default;
+  virtual torch::Tensor run(size_t index, DecoderLayerImpl& layer, const torch::Tensor& x, const torch::Tensor& cos,
+                            const torch::Tensor& sin, const torch::Tensor& mask, const CuSeqlens& cu_seqlens,
+                            bool checkpoint) = 0;
+};
+
 // HF's LlamaModel: the backbone without a head, shared by the policy and the critic.
 class BackboneImpl : public torch::nn::Module {
  public:
@@ -207,6 +218,9 @@ class BackboneImpl : public torch::nn::Module {
   // enable_gradient_checkpointing: recompute each layer in backward (no effect without grad).
   void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
+  // Not owned; null (the default) runs the layers directly. A forward with a KV cache (the
+  // rollout's) always runs them directly: its caller has gathered the parameters.
+  void set_layer_runner(LayerRunner* runner) { layer_runner_ = runner; }
   const ModelConfig& config() const { return config_; }
   TokenEmbedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
@@ -221,6 +235,7 @@ class BackboneImpl : public torch::nn::Module {
   ModelConfig config_;
   torch::Tensor inv_freq_;  // [head_dim/2] fp32 on the input's device, from rope_inv_freq
   bool gradient_checkpointing_ = false;
+  LayerRunner* layer_runner_ = nullptr;
 };
 
 TORCH_MODULE(Backbone);

@@ -158,6 +158,7 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
                            static_cast<uint64_t>(t.seed) + 1, torch::kFloat32, compute);
     } else {
       critic = make_critic(model_config_, static_cast<uint64_t>(t.seed) + 1);
+      FullParamsScope actor_full(actor_->engine());
       copy_shared_parameters(*actor_->module(), *critic, "model.", "model.");
     }
     critic_ = std::make_unique<CriticWorker>(config_, critic, critic_device_, *strategy_);
@@ -202,7 +203,7 @@ int64_t PpoTrainer::total_steps() const {
 void PpoTrainer::sync_rollout_weights(MetricMap* m) {
   if (!rollout_stale_) return;
   const auto t0 = std::chrono::steady_clock::now();
-  rollout_->load_weights(actor_->weights());
+  actor_->sync_to(*rollout_);
   rollout_stale_ = false;
   if (m) (*m)["timing_s/update_weights"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -249,6 +250,9 @@ bool PpoTrainer::maybe_save(int64_t step, bool force) {
                  {"critic_updates", critic_ ? critic_->updates() : 0},
                  {"sft_epoch", sft_sampler_->state().epoch},
                  {"sft_cursor", sft_sampler_->state().cursor}};
+  // The HF export writes the whole actor: gathered on every rank when it is sharded.
+  c10::optional<FullParamsScope> full;
+  if (parts.actor_hf_export) full.emplace(actor_->engine());
   const auto dir = ckpt_->save(parts, state);
   if (strategy_->is_rank0()) log::Info() << "checkpoint: saved " << dir;
   return true;
@@ -400,9 +404,14 @@ MetricMap PpoTrainer::sft_step() {
 
 void PpoTrainer::after_sft() {
   // The reference is the policy RL starts from; the critic starts from the same backbone.
-  if (config_.use_reference()) ref_ = std::make_unique<RefWorker>(config_, actor_->module(), ref_device_);
+  FullParamsScope actor_full(actor_->engine());
+  if (config_.use_reference()) ref_ = std::make_unique<RefWorker>(config_, actor_->module(), ref_device_, *strategy_);
   // A critic from its own directory keeps its backbone (verl's critic.model.path).
-  if (critic_ && !critic_from_path_) copy_shared_parameters(*actor_->module(), *critic_->module(), "model.", "model.");
+  if (critic_ && !critic_from_path_) {
+    FullParamsScope critic_full(critic_->engine());
+    copy_shared_parameters(*actor_->module(), *critic_->module(), "model.", "model.");
+    critic_->engine().commit_full();
+  }
 }
 
 std::function<void(const std::string&)> PpoTrainer::hf_export() {
@@ -674,7 +683,8 @@ FitResult PpoTrainer::fit() {
   // The reference is part of the checkpoint: a resumed run must get back the post-SFT policy,
   // not a copy of the resumed actor. Built here so that load() has a module to fill.
   if (config_.use_reference()) {
-    ref_ = std::make_unique<RefWorker>(config_, actor_->module(), ref_device_);
+    FullParamsScope actor_full(actor_->engine());
+    ref_ = std::make_unique<RefWorker>(config_, actor_->module(), ref_device_, *strategy_);
     ref_->add_to(parts);
   }
   const auto resume_dir = ckpt_->resolve_resume(parse_resume_mode(t.resume_mode), t.resume_from_path.value_or(""));
@@ -771,6 +781,8 @@ FitResult PpoTrainer::fit_sft() {
   TrainerState state;
   state.global_step = total;
   state.extra = {{"sft_steps_done", sft_steps_done_}};
+  c10::optional<FullParamsScope> full;
+  if (parts.actor_hf_export) full.emplace(actor_->engine());
   const auto dir = sft_ckpt.save(parts, state);
   if (strategy_->is_rank0()) log::Info() << "sft: saved " << dir;
   out.steps = total;

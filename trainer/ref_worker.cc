@@ -4,8 +4,20 @@
 
 namespace verl::trainer {
 
-RefWorker::RefWorker(const JobConfig& config, const CausalLm& policy, const torch::Device& device)
-    : config_(config), device_(device), module_(make_reference(policy, device)) {}
+RefWorker::RefWorker(const JobConfig& config, const CausalLm& policy, const torch::Device& device,
+                     ParallelStrategy& strategy)
+    : config_(config), device_(device), module_(make_reference(policy, device)) {
+  engine_ = make_module_engine(*module_, strategy, device_, {"actor_rollout_ref.ref", false, config_.ref.fsdp});
+}
+
+void RefWorker::add_to(CheckpointParts& parts) {
+  if (engine_->sharded()) {
+    parts.sharded.push_back({"ref", [this](const std::string& dir) { engine_->save_shards(dir, nullptr); },
+                             [this](const std::string& dir) { engine_->load_shards(dir, nullptr); }});
+    return;
+  }
+  parts.ref = module_.ptr().get();
+}
 
 torch::Tensor RefWorker::compute_ref_log_prob(const RolloutBatch& batch) {
   RolloutBatch on_ref = batch;
@@ -23,6 +35,7 @@ torch::Tensor RefWorker::compute_ref_log_prob(const RolloutBatch& batch) {
   }
   // The reference is the actor's model: actor_rollout_ref.model decides its forward, as in verl.
   plan.layout = config_.model.use_remove_padding ? SequenceLayout::kRemovePadding : SequenceLayout::kPadded;
+  ComputeScope scope(*engine_);
   return compute_log_probs(module_, on_ref, plan, t > 0 ? t : 1.0).log_probs;
 }
 

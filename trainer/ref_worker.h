@@ -3,30 +3,36 @@
 // part of a checkpoint, because a resumed run cannot rebuild it from the resumed actor.
 #pragma once
 
+#include <memory>
+
 #include <torch/torch.h>
 
 #include "trainer/batch.h"
 #include "trainer/checkpoint.h"
 #include "trainer/job_config.h"
 #include "trainer/model.h"
+#include "trainer/module_engine.h"
+#include "trainer/parallel_strategy.h"
 
 namespace verl::trainer {
 
 class RefWorker {
  public:
-  // A frozen deep copy of policy on device.
-  RefWorker(const JobConfig& config, const CausalLm& policy, const torch::Device& device);
+  // A frozen deep copy of policy on device (policy's parameters must hold full values: inside
+  // the actor engine's FullParamsScope), held by an engine as ref.fsdp_config says.
+  RefWorker(const JobConfig& config, const CausalLm& policy, const torch::Device& device, ParallelStrategy& strategy);
 
   // Log-probs of the batch's responses [B, R], on the reference's device.
   torch::Tensor compute_ref_log_prob(const RolloutBatch& batch);
 
-  void add_to(CheckpointParts& parts) { parts.ref = module_.ptr().get(); }
+  void add_to(CheckpointParts& parts);
   const torch::Device& device() const { return device_; }
 
  private:
   const JobConfig& config_;
   torch::Device device_;
   CausalLm module_;
+  std::unique_ptr<ModuleEngine> engine_;
 };
 
 }  // namespace verl::trainer

@@ -219,6 +219,38 @@ TEST(Lint, LargeModelWantsTensorParallelAndOffload) {
   EXPECT_TRUE(offload);
 }
 
+// The memory model follows the roles' fsdp_config: a 6.5B-parameter body (7B shape) with GAE is
+// 2 x 16 B/param = ~193 GiB on one GPU; sharded over 8 ranks ~24 GiB; with every offload on, the
+// weights and moments leave the GPU.
+TEST(Lint, TrainingMemoryPerGpuFollowsShardingAndOffload) {
+  const std::vector<std::string> shape = {
+      "actor_rollout_ref.model.hidden_size=4096", "actor_rollout_ref.model.num_hidden_layers=32",
+      "actor_rollout_ref.model.intermediate_size=11008", "actor_rollout_ref.model.num_attention_heads=32",
+      "actor_rollout_ref.model.num_key_value_heads=8", "actor_rollout_ref.rollout.gpu_memory_utilization=0.9",
+      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "critic.ppo_micro_batch_size_per_gpu=1"};
+  auto memory_warning = [&](std::vector<std::string> extra) -> std::string {
+    extra.insert(extra.end(), shape.begin(), shape.end());
+    for (const auto& i : lint_job(load_job("", extra), nullptr, 80))
+      if (i.path == "actor_rollout_ref.model") return i.message + " | " + i.hint;
+    return "";
+  };
+  const auto one = memory_warning({});
+  EXPECT_NE(one.find("actor 96.5"), std::string::npos) << one;
+  EXPECT_NE(one.find("critic 96.5"), std::string::npos) << one;
+  EXPECT_NE(one.find("offload"), std::string::npos) << one;
+  // 8 ranks, sharded (verl's default fsdp_size=-1): ~24 GiB, under 0.9 x 80.
+  EXPECT_EQ(memory_warning({"trainer.n_gpus_per_node=8"}), "");
+  // ... but not with fsdp_size=1 (every rank holds everything).
+  EXPECT_NE(memory_warning({"trainer.n_gpus_per_node=8", "actor_rollout_ref.actor.fsdp_config.fsdp_size=1",
+                            "critic.model.fsdp_config.fsdp_size=1"}),
+            "");
+  // One GPU with every offload on: nothing of the state stays on the GPU.
+  EXPECT_EQ(memory_warning({"actor_rollout_ref.actor.fsdp_config.param_offload=true",
+                            "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+                            "critic.model.fsdp_config.param_offload=true", "critic.model.fsdp_config.optimizer_offload=true"}),
+            "");
+}
+
 TEST(Lint, TokenizersParallelismFromClusterEnv) {
   Json job = load_job("", {"actor_rollout_ref.rollout.gpu_memory_utilization=0.9"});
   Json cluster = load_cluster("", {"env.TOKENIZERS_PARALLELISM=true"});
@@ -260,9 +292,9 @@ TEST(VerlKeys, TheSlotEnginesKnobsAreRealKeysWithVerlsDefaults) {
 
 TEST(VerlKeys, AnUnsupportedFeatureSwitchedOnIsAnErrorThatSaysNotSupported) {
   auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.strategy=megatron", "actor_rollout_ref.model.lora_rank=32",
-                                    "actor_rollout_ref.actor.fsdp_config.param_offload=true"});
+                                    "actor_rollout_ref.actor.fsdp_config.offload_policy=true"});
   for (const std::string key : {"actor_rollout_ref.actor.strategy", "actor_rollout_ref.model.lora_rank",
-                                "actor_rollout_ref.actor.fsdp_config.param_offload"}) {
+                                "actor_rollout_ref.actor.fsdp_config.offload_policy"}) {
     const Issue* i = issue_at(d, key);
     ASSERT_NE(i, nullptr) << key;
     EXPECT_EQ(i->severity, Severity::kError);
@@ -383,6 +415,17 @@ TEST(VerlKeys, StraightThroughKlEstimatorsAreRefusedAsVerlRaisesOnThem) {
     EXPECT_NE(i->message.find("NotImplementedError"), std::string::npos) << i->message;
     EXPECT_NE(i->hint.find("low_var_kl"), std::string::npos) << i->hint;
   }
+}
+
+// FSDP's switches are implemented (trainer/module_engine.h): accepted without a word.
+TEST(VerlKeys, FsdpOffloadAndShardingKeysAreImplemented) {
+  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.fsdp_config.param_offload=true",
+                                    "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+                                    "critic.model.fsdp_config.fsdp_size=1",
+                                    "actor_rollout_ref.ref.fsdp_config.param_offload=true",
+                                    "actor_rollout_ref.ref.fsdp_config.reshard_after_forward=false"});
+  EXPECT_TRUE(d.ok()) << format_issues(d.issues);
+  for (const auto& i : d.issues) EXPECT_EQ(i.path.find("fsdp_config"), std::string::npos) << i.path << ": " << i.message;
 }
 
 TEST(VerlKeys, AnUnsupportedFeatureLeftOffIsOnlyAWarning) {

@@ -42,7 +42,8 @@ torch::Tensor gradient(ParallelStrategy& strategy, const TensorMap& data, algos:
   plan.who = "test";
   plan.global_counts = global;
   MeanAccumulator acc;
-  run_minibatch_update(data, data.at("x").size(0), plan, sgd, {w}, strategy, acc, /*step=*/1, [&](const MicroBatch& mb) {
+  auto engine = make_replicated_engine({w}, strategy);
+  run_minibatch_update(data, data.at("x").size(0), plan, sgd, *engine, strategy, acc, /*step=*/1, [&](const MicroBatch& mb) {
     const auto& d = mb.data;
     algos::GlobalBatchInfo info;
     if (global) {

@@ -248,7 +248,8 @@ std::vector<torch::Tensor> sgd_delta(const RolloutBatch& b, const UpdatePlan& pl
                          {"response_mask", b.response_mask}, {"advantages", adv}};
   const auto mode = algos::LossAggMode::kTokenMean;
   *micro_batches = 0;
-  run_minibatch_update(all, b.batch_size(), plan, sgd, model->parameters(), *strategy, acc, /*step=*/0,
+  auto engine = make_replicated_engine(model->parameters(), *strategy);
+  run_minibatch_update(all, b.batch_size(), plan, sgd, *engine, *strategy, acc, /*step=*/0,
                        [&](const MicroBatch& mb) {
                          ++*micro_batches;
                          const auto& d = mb.data;

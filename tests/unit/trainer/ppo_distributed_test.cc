@@ -87,16 +87,22 @@ void run_world(int world, const std::function<void(Distributed&)>& fn) {
 // depend on how rows are split over ranks (per-sequence means over equal counts, global norms).
 // Token-weighted metrics (ppo_kl, clipfracs, values/advantages means) are averaged rank by
 // rank, as verl reduces worker metrics, and legitimately differ; they are only required present.
-TEST(PpoDistributed, TwoGlooRanksMatchOneRankOnTheDoubledBatch) {
-  const std::vector<std::string> extra = {
+// Over both engines (trainer/module_engine.h): FSDP sharding (verl's default fsdp_size=-1) and
+// replication (fsdp_size=1, DDP).
+class PpoDistributed : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PpoDistributed, TwoGlooRanksMatchOneRankOnTheDoubledBatch) {
+  std::vector<std::string> extra = {
       "trainer.total_training_steps=3",
       "actor_rollout_ref.actor.ppo_mini_batch_size=8",
       "critic.ppo_mini_batch_size=8",
       "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
       "critic.loss_agg_mode=seq-mean-token-mean",
       "trainer.save_freq=-1",
+      "actor_rollout_ref.actor.fsdp_config.fsdp_size=" + GetParam(),
+      "critic.model.fsdp_config.fsdp_size=" + GetParam(),
   };
-  const std::string one_dir = fresh_dir("one_rank"), two_dir = fresh_dir("two_ranks");
+  const std::string one_dir = fresh_dir("one_rank_" + GetParam()), two_dir = fresh_dir("two_ranks_" + GetParam());
   {
     PpoTrainer t(small_job(one_dir, extra), nullptr);
     t.fit();
@@ -127,6 +133,82 @@ TEST(PpoDistributed, TwoGlooRanksMatchOneRankOnTheDoubledBatch) {
   // Step 1 rolls out from identical weights with identical seeds: identical samples.
   EXPECT_EQ(one[0]["critic/score/mean"], two[0]["critic/score/mean"]);
   EXPECT_EQ(one[0]["response_length/mean"], two[0]["response_length/mean"]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, PpoDistributed, ::testing::Values("-1", "1"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return i.param == "1" ? std::string("Replicated") : std::string("Sharded");
+                         });
+
+// FSDP checkpoints are sharded per rank in verl's layout; 2 ranks x (2 steps + resume 2) equal 2
+// ranks x 4 steps straight (the reference policy sharded too: use_kl_loss), and the same
+// checkpoint resumes on ONE rank with param_offload (its shards joined and re-cut), which then
+// trains like the two ranks did (to summation order, as the doubled-batch test above).
+TEST(PpoDistributedFsdp, ShardedCheckpointResumesExactlyAndOnAnotherWorldSize) {
+  const std::vector<std::string> common = {
+      "actor_rollout_ref.actor.use_kl_loss=true",
+      "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+      "critic.ppo_mini_batch_size=8",
+      "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+      "critic.loss_agg_mode=seq-mean-token-mean",
+  };
+  auto job = [&](const std::string& dir, std::vector<std::string> more) {
+    more.insert(more.end(), common.begin(), common.end());
+    return small_job(dir, more);
+  };
+  const std::string straight = fresh_dir("fsdp_straight"), resumed = fresh_dir("fsdp_resumed"),
+                    one = fresh_dir("fsdp_one_rank");
+  run_world(2, [&](Distributed& d) {
+    PpoTrainer t(job(straight, {"trainer.total_training_steps=4", "trainer.save_freq=-1", "trainer.resume_mode=disable"}), &d);
+    t.fit();
+  });
+  run_world(2, [&](Distributed& d) {
+    PpoTrainer t(job(resumed, {"trainer.total_training_steps=2", "trainer.save_freq=2", "trainer.resume_mode=auto"}), &d);
+    t.fit();
+  });
+  for (const std::string part : {"actor", "critic", "ref"}) {
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_TRUE(fs::exists(resumed + "/global_step_2/" + part + "/model_world_size_2_rank_" + std::to_string(r) + ".pt"))
+          << part << " rank " << r;
+    }
+  }
+  EXPECT_TRUE(fs::exists(resumed + "/global_step_2/actor/optim_world_size_2_rank_1.pt"));
+  EXPECT_FALSE(fs::exists(resumed + "/global_step_2/ref/optim_world_size_2_rank_0.pt"));
+  fs::copy(resumed, one, fs::copy_options::recursive);
+  run_world(2, [&](Distributed& d) {
+    PpoTrainer t(job(resumed, {"trainer.total_training_steps=4", "trainer.save_freq=-1", "trainer.resume_mode=auto"}), &d);
+    EXPECT_EQ(t.fit().steps, 4);
+  });
+  {
+    PpoTrainer t(job(one, {"trainer.total_training_steps=4", "trainer.save_freq=-1", "trainer.resume_mode=auto",
+                           "actor_rollout_ref.actor.fsdp_config.param_offload=true",
+                           "critic.model.fsdp_config.optimizer_offload=true",
+                           "actor_rollout_ref.ref.fsdp_config.param_offload=true"}),
+                 nullptr);
+    EXPECT_EQ(t.fit().steps, 4);
+  }
+  const auto a = read_jsonl(straight + "/metrics.jsonl");
+  const auto b = read_jsonl(resumed + "/metrics.jsonl");
+  const auto c = read_jsonl(one + "/metrics.jsonl");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  ASSERT_EQ(c.size(), 4u);
+  int compared = 0;
+  for (size_t i = 2; i < 4; ++i) {
+    for (const auto& [key, va] : a[i].items()) {
+      if (key == "step" || is_timing(key) || !va.is_number()) continue;
+      ASSERT_TRUE(b[i].contains(key)) << key;
+      EXPECT_NEAR(va.get<double>(), b[i][key].get<double>(), 1e-6) << "step " << a[i]["step"] << ": " << key;
+      ++compared;
+    }
+    for (const std::string key : {"critic/score/mean", "actor/pg_loss", "actor/kl_loss", "actor/grad_norm",
+                                  "critic/vf_loss", "critic/grad_norm"}) {
+      ASSERT_TRUE(c[i].contains(key)) << key;
+      const double x = a[i][key].get<double>();
+      EXPECT_NEAR(x, c[i][key].get<double>(), 1e-4 * std::max(1.0, std::fabs(x))) << "step " << i + 1 << ": " << key;
+    }
+  }
+  EXPECT_GT(compared, 40);
 }
 
 // 2N = 4 steps straight vs 2 steps (checkpoint) + resume for 2 more, same seed, CPU: the metrics

@@ -1,0 +1,320 @@
+// FSDP (trainer/fsdp.h) against plain data parallelism on the same ranks and data: the sharded
+// engine must train the same model (to float summation order), hold about 1/N of the state per
+// rank, give the same numbers with offload, and resume from shards saved on another world size.
+// Ranks are threads over Gloo (rank_harness.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "trainer/distributed.h"
+#include "trainer/minibatch_update.h"
+#include "trainer/model.h"
+#include "trainer/module_engine.h"
+#include "tests/unit/trainer/rank_harness.h"
+
+namespace verl::trainer {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr int64_t kRows = 8;  // global batch
+constexpr int64_t kLen = 12;
+
+ModelConfig tiny() {
+  ModelConfig c;  // vocab 100, hidden 64, 2 layers, 4 heads / 2 kv heads
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+// The global batch: token ids and a mask with some left padding, the same on every rank.
+TensorMap global_batch() {
+  auto gen = at::detail::createCPUGenerator(1234);
+  auto ids = torch::randint(1, 100, {kRows, kLen}, gen, torch::kLong);
+  auto mask = torch::ones({kRows, kLen}, torch::kLong);
+  for (int64_t r = 0; r < kRows; r += 3) mask[r].narrow(0, 0, 1 + r % 4).zero_();
+  return {{"input_ids", ids}, {"attention_mask", mask}, {"position_ids", position_ids_from_mask(mask)}};
+}
+
+struct RunOptions {
+  bool sharded = true;
+  FsdpConfig fsdp;
+  bool checkpointing = false;
+  SequenceLayout layout = SequenceLayout::kPadded;
+  int steps = 3;
+};
+
+struct RunResult {
+  std::vector<double> losses;                  // per step, rank 0's
+  std::vector<double> grad_norms;               // per step, the group's
+  std::map<std::string, torch::Tensor> params;  // full, after the steps
+  int64_t state_bytes = 0;                      // rank 0's resident state
+};
+
+// Next-token cross-entropy over real tokens, scaled for accumulation.
+torch::Tensor lm_loss(CausalLm& model, const MicroBatch& mb, SequenceLayout layout) {
+  const auto& d = mb.data;
+  auto hidden = backbone_hidden(model->model, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), layout);
+  auto logits = model->logits(hidden).narrow(1, 0, kLen - 1);
+  auto target = d.at("input_ids").narrow(1, 1, kLen - 1);
+  auto m = d.at("attention_mask").narrow(1, 1, kLen - 1).to(torch::kFloat32);
+  auto nll = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}),
+                                                  torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  return (nll * m.reshape({-1})).sum() / m.sum() * (static_cast<double>(mb.rows) / static_cast<double>(mb.mini_rows));
+}
+
+struct Trained {
+  CausalLm model{nullptr};
+  std::unique_ptr<ParallelStrategy> strategy;
+  std::unique_ptr<ModuleEngine> engine;
+  std::unique_ptr<torch::optim::AdamW> optim;
+  std::vector<double> grad_norms;  // per step, before clipping (Adam hides a gradient's scale)
+
+  Trained(Distributed& d, const RunOptions& o) {
+    model = make_causal_lm(tiny(), /*seed=*/7);
+    model->model->set_gradient_checkpointing(o.checkpointing);
+    strategy = make_data_parallel(&d);
+    FsdpConfig f = o.fsdp;
+    if (!o.sharded) f.fsdp_size = 1;
+    engine = make_module_engine(*model, *strategy, torch::kCPU, {"test.actor", true, f});
+    EXPECT_EQ(engine->sharded(), o.sharded);
+    optim = make_adamw(engine->optimizer_params(), 1e-2, 0.9, 0.999, 0.01);
+  }
+
+  double step(const TensorMap& batch, const RunOptions& o, int64_t step_index) {
+    const auto [b, e] = strategy->shard(kRows);
+    TensorMap mine;
+    for (const auto& [k, v] : batch) mine[k] = v.narrow(0, b, e - b);
+    UpdatePlan plan;
+    plan.mini_batch = e - b;
+    plan.micro_batch = 2;
+    plan.grad_clip = 0.5;  // binding: the clip coefficient is part of what must agree
+    plan.who = "test";
+    MeanAccumulator acc;
+    double loss = 0;
+    run_minibatch_update(mine, e - b, plan, *optim, *engine, *strategy, acc, step_index, [&](const MicroBatch& mb) {
+      auto l = lm_loss(model, mb, o.layout);
+      loss += l.item<double>();
+      return l;
+    });
+    MetricMap m;
+    acc.into(m);
+    grad_norms.push_back(m.at("test/grad_norm"));
+    return loss;
+  }
+
+  std::map<std::string, torch::Tensor> full_params() {
+    FullParamsScope full(*engine);
+    std::map<std::string, torch::Tensor> out;
+    for (const auto& p : model->named_parameters()) out[p.key()] = p.value().detach().clone();
+    return out;
+  }
+};
+
+RunResult run(int world, const RunOptions& o) {
+  RunResult res;
+  std::mutex mu;
+  const auto batch = global_batch();
+  testing::run_ranks(world, [&](Distributed& d) {
+    Trained t(d, o);
+    std::vector<double> losses;
+    for (int s = 0; s < o.steps; ++s) losses.push_back(t.step(batch, o, s + 1));
+    auto params = t.full_params();
+    const int64_t bytes = t.engine->resident_state_bytes(t.optim.get());
+    if (d.rank() == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      res.losses = losses;
+      res.grad_norms = t.grad_norms;
+      res.params = params;
+      res.state_bytes = bytes;
+    }
+  });
+  return res;
+}
+
+void expect_close(const RunResult& a, const RunResult& b, double tol) {
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i) EXPECT_NEAR(a.losses[i], b.losses[i], tol) << "step " << i + 1;
+  ASSERT_EQ(a.grad_norms.size(), a.losses.size());
+  ASSERT_EQ(b.grad_norms.size(), b.losses.size());
+  for (size_t i = 0; i < a.grad_norms.size(); ++i)
+    EXPECT_NEAR(a.grad_norms[i], b.grad_norms[i], tol * std::max(1.0, a.grad_norms[i])) << "grad norm, step " << i + 1;
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (const auto& [name, p] : a.params) {
+    ASSERT_TRUE(b.params.count(name)) << name;
+    EXPECT_LE((p - b.params.at(name)).abs().max().item<double>(), tol) << name;
+  }
+}
+
+struct Case {
+  int world;
+  bool reshard_after_forward;
+  bool checkpointing;
+  SequenceLayout layout;
+};
+
+class FsdpMatchesDp : public ::testing::TestWithParam<Case> {};
+
+// The sharded engine trains the same weights as DDP on the same ranks: the same gradients
+// (reduce-scattered instead of all-reduced), the same clip (the norm's squares summed over
+// shards), the same element-wise AdamW. Only float summation order differs.
+TEST_P(FsdpMatchesDp, SameLossesAndWeights) {
+  const auto c = GetParam();
+  RunOptions o;
+  o.fsdp.reshard_after_forward = c.reshard_after_forward;
+  o.checkpointing = c.checkpointing;
+  o.layout = c.layout;
+  o.sharded = false;
+  const auto dp = run(c.world, o);
+  o.sharded = true;
+  const auto fsdp = run(c.world, o);
+  // The losses move by ~1e-1 a step at this learning rate; agreement is ~1e-6.
+  EXPECT_GT(std::fabs(dp.losses.front() - dp.losses.back()), 1e-2);
+  expect_close(dp, fsdp, 2e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, FsdpMatchesDp,
+    ::testing::Values(Case{2, true, false, SequenceLayout::kPadded}, Case{2, false, false, SequenceLayout::kPadded},
+                      Case{2, true, true, SequenceLayout::kRemovePadding},
+                      Case{4, true, false, SequenceLayout::kRemovePadding}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      return "world" + std::to_string(i.param.world) + (i.param.reshard_after_forward ? "_reshard" : "_keep") +
+             (i.param.checkpointing ? "_ckpt" : "") +
+             (i.param.layout == SequenceLayout::kPadded ? "_padded" : "_packed");
+    });
+
+// Offload moves where the state lives, not what is computed: bit-identical on the CPU.
+TEST(Fsdp, OffloadGivesTheSameNumbers) {
+  RunOptions o;
+  const auto plain = run(2, o);
+  o.fsdp.param_offload = true;
+  o.fsdp.optimizer_offload = true;
+  const auto both = run(2, o);
+  expect_close(plain, both, 0.0);
+  o.fsdp.param_offload = false;
+  const auto opt_only = run(2, o);
+  expect_close(plain, opt_only, 0.0);
+}
+
+// One rank with offload runs the sharded engine (its shards are whole): same as no engine at all.
+TEST(Fsdp, OneRankWithOffloadMatchesReplicated) {
+  RunOptions o;
+  o.sharded = false;
+  const auto dp = run(1, o);
+  o.sharded = true;
+  o.fsdp.param_offload = true;
+  const auto off = run(1, o);
+  expect_close(dp, off, 1e-5);
+}
+
+// Parameters, gradients and Adam moments between steps: each of N ranks holds 1/N of them
+// (plus at most N-1 padding elements per unit).
+TEST(Fsdp, StatePerRankIsAboutOneNth) {
+  RunOptions o;
+  o.steps = 1;
+  o.sharded = false;
+  const auto dp = run(4, o);
+  o.sharded = true;
+  const auto fsdp = run(4, o);
+  const double ratio = static_cast<double>(fsdp.state_bytes) / static_cast<double>(dp.state_bytes);
+  EXPECT_GT(ratio, 0.249);
+  EXPECT_LT(ratio, 0.252) << fsdp.state_bytes << " of " << dp.state_bytes;
+}
+
+// Shards saved by 4 ranks, loaded by 2 (and by 4): the weights are the saved ones exactly, and
+// one more step on 2 ranks gives what it gives on 4 (the Adam moments came back resharded).
+TEST(Fsdp, ResumeOnAnotherWorldSize) {
+  const auto dir = (fs::path(::testing::TempDir()) / ("fsdp_test_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto batch = global_batch();
+  RunOptions o;
+  std::mutex mu;
+  std::map<std::string, torch::Tensor> saved, after4, loaded2, after2;
+  testing::run_ranks(4, [&](Distributed& d) {
+    Trained t(d, o);
+    t.step(batch, o, 1);
+    t.step(batch, o, 2);
+    t.engine->save_shards(dir, t.optim.get());
+    auto p = t.full_params();
+    t.step(batch, o, 3);
+    auto q = t.full_params();
+    if (d.rank() == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      saved = p;
+      after4 = q;
+    }
+  });
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(fs::exists(fs::path(dir) / ("model_world_size_4_rank_" + std::to_string(r) + ".pt")));
+    EXPECT_TRUE(fs::exists(fs::path(dir) / ("optim_world_size_4_rank_" + std::to_string(r) + ".pt")));
+  }
+  testing::run_ranks(2, [&](Distributed& d) {
+    Trained t(d, o);
+    t.engine->load_shards(dir, t.optim.get());
+    auto p = t.full_params();
+    t.step(batch, o, 3);
+    auto q = t.full_params();
+    if (d.rank() == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      loaded2 = p;
+      after2 = q;
+    }
+  });
+  for (const auto& [name, p] : saved) EXPECT_TRUE(torch::equal(p, loaded2.at(name))) << name;
+  for (const auto& [name, p] : after4)
+    EXPECT_LE((p - after2.at(name)).abs().max().item<double>(), 2e-5) << name;
+  // And the weights did move in that step (the comparison above is not vacuous).
+  double moved = 0;
+  for (const auto& [name, p] : saved) moved = std::max(moved, (p - after4.at(name)).abs().max().item<double>());
+  EXPECT_GT(moved, 1e-4);
+}
+
+TEST(Fsdp, ALoadFromAnotherModelNamesTheFileAndTheModule) {
+  const auto dir = (fs::path(::testing::TempDir()) / ("fsdp_test_other_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  RunOptions o;
+  testing::run_ranks(2, [&](Distributed& d) {
+    Trained t(d, o);
+    t.engine->save_shards(dir, t.optim.get());
+  });
+  testing::run_ranks(2, [&](Distributed& d) {
+    auto other = tiny();
+    other.num_hidden_layers = 3;
+    auto model = make_causal_lm(other, 7);
+    auto strategy = make_data_parallel(&d);
+    auto engine = make_module_engine(*model, *strategy, torch::kCPU, {"test.actor", true, FsdpConfig{}});
+    try {
+      engine->load_shards(dir, nullptr);
+      ADD_FAILURE() << "loaded another model's shards";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("model_world_size_2_rank_"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("test.actor"), std::string::npos) << e.what();
+    }
+  });
+}
+
+TEST(Fsdp, AnUnsupportedShardGroupSizeNamesTheKey) {
+  testing::run_ranks(2, [&](Distributed& d) {
+    auto model = make_causal_lm(tiny(), 7);
+    auto strategy = make_data_parallel(&d);
+    FsdpConfig f;
+    f.fsdp_size = 3;
+    try {
+      make_module_engine(*model, *strategy, torch::kCPU, {"critic.model", true, f});
+      ADD_FAILURE() << "accepted fsdp_size=3 on 2 ranks";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+      EXPECT_NE(std::string(e.what()).find("critic.model.fsdp_config.fsdp_size=3"), std::string::npos) << e.what();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace verl::trainer

@@ -1,0 +1,551 @@
+#include "trainer/fsdp.h"
+
+#include <c10/core/StorageImpl.h>
+#include <torch/version.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "trainer/checkpoint.h"
+#include "trainer/distributed.h"
+#include "trainer/minibatch_update.h"
+#include "trainer/model.h"
+
+namespace verl::trainer {
+namespace fs = std::filesystem;
+namespace {
+
+// torch::optim's state map key of a parameter: the TensorImpl's address (a string before 2.0).
+#if TORCH_VERSION_MAJOR >= 2
+void* state_key(const torch::Tensor& p) { return p.unsafeGetTensorImpl(); }
+#else
+std::string state_key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+#endif
+
+torch::optim::AdamWParamState* adamw_state(torch::optim::Optimizer& opt, const torch::Tensor& p) {
+  auto& state = opt.state();
+  auto it = state.find(state_key(p));
+  return it == state.end() ? nullptr : dynamic_cast<torch::optim::AdamWParamState*>(it->second.get());
+}
+
+// A buffer's storage freed (0 bytes; views of it keep their shapes) and allocated again: the
+// gathered parameters of a unit exist only while it is in use (torch FSDP's storage resize).
+void free_storage(const torch::Tensor& t) {
+  auto* impl = t.storage().unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  impl->set_nbytes(0);
+}
+
+void alloc_storage(const torch::Tensor& t) {
+  auto* impl = t.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+  impl->set_data_ptr_noswap(impl->allocator()->allocate(bytes));
+  impl->set_nbytes(bytes);
+}
+
+int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
+
+struct Unit {
+  std::string name;  // "root" or "model.layers.N"
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> params;
+  std::vector<int64_t> offsets, numels;
+  int64_t numel = 0;
+  int64_t shard_numel = 0;
+  torch::Tensor shard;  // [shard_numel] fp32 master, a leaf (the optimizer's unless offloaded)
+  torch::Tensor full;   // [shard_numel * W] on the device; storage freed while released
+  int holds = 0;
+};
+
+std::string model_file(int64_t world, int64_t rank) {
+  return "model_world_size_" + std::to_string(world) + "_rank_" + std::to_string(rank) + ".pt";
+}
+std::string optim_file(int64_t world, int64_t rank) {
+  return "optim_world_size_" + std::to_string(world) + "_rank_" + std::to_string(rank) + ".pt";
+}
+
+class ShardedEngine;
+
+// One decoder layer's forward and backward with its unit gathered around each (fsdp.h).
+struct ShardedLayerFn : public torch::autograd::Function<ShardedLayerFn> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin, const torch::Tensor& mask, const torch::Tensor& shard,
+                               ShardedEngine* engine, int64_t unit, DecoderLayerImpl* layer,
+                               const CuSeqlens& cu_seqlens, bool checkpoint);
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out);
+};
+
+class ShardedEngine final : public ModuleEngine, public LayerRunner {
+ public:
+  ShardedEngine(torch::nn::Module& module, Distributed* dist, const torch::Device& device, const EngineSpec& spec)
+      : dist_(dist),
+        device_(device),
+        spec_(spec),
+        shard_device_(spec.fsdp.param_offload ? torch::Device(torch::kCPU) : device),
+        world_(dist ? dist->world_size() : 1),
+        rank_(dist ? dist->rank() : 0) {
+    for (const auto& child : module.named_children()) {
+      if (child.key() == "model") backbone_ = std::dynamic_pointer_cast<BackboneImpl>(child.value()).get();
+    }
+    if (backbone_ == nullptr) {
+      throw Error{ExitCode::kFailure, spec_.who + ": FSDP needs a model with a decoder backbone (submodule 'model')",
+                  "the actor, critic and reference are such models; this is a bug"};
+    }
+    build_units(module);
+    backbone_->set_layer_runner(this);
+    if (spec_.fsdp.optimizer_offload && !spec_.fsdp.param_offload && spec_.trainable) {
+      for (auto& u : units_) {
+        auto master = u.shard.detach().to(torch::kCPU).clone();
+        master.set_requires_grad(true);
+        cpu_master_.push_back(master);
+      }
+    }
+  }
+
+  ~ShardedEngine() override {
+    if (backbone_ != nullptr) backbone_->set_layer_runner(nullptr);
+  }
+
+  // ---- ModuleEngine
+
+  std::vector<torch::Tensor> optimizer_params() const override {
+    if (!cpu_master_.empty()) return cpu_master_;
+    std::vector<torch::Tensor> out;
+    for (const auto& u : units_) out.push_back(u.shard);
+    return out;
+  }
+
+  void begin_compute() override {
+    if (compute_depth_++ == 0) gather(units_[0]);
+  }
+  void end_compute() override {
+    if (--compute_depth_ == 0) {
+      clear_root_grads();
+      release(units_[0]);
+    }
+  }
+
+  void sync_gradients() override {
+    Unit& root = units_[0];
+    std::vector<torch::Tensor> grads;
+    for (auto& p : root.params) grads.push_back(p.grad());
+    auto g = reduce_unit_grad(root, grads);
+    clear_root_grads();
+    accumulate_grad(root.shard, g);
+  }
+
+  double clip_grad_norm(double max_norm) override {
+    torch::NoGradGuard no_grad;
+    auto sq = torch::zeros({1}, torch::kFloat64);
+    std::vector<torch::Tensor> grads;
+    for (auto& u : units_) {
+      if (!u.shard.grad().defined()) continue;
+      grads.push_back(u.shard.grad());
+      sq += u.shard.grad().to(torch::kFloat64).pow(2).sum().to(torch::kCPU);
+    }
+    if (dist_ != nullptr) dist_->all_reduce_sum(sq);
+    const double norm = std::sqrt(sq.item<double>());
+    if (!std::isfinite(norm)) return norm;
+    const double coef = std::min(1.0, max_norm / (norm + 1e-6));
+    for (auto& g : grads) g.mul_(coef);
+    return norm;
+  }
+
+  void step(torch::optim::Optimizer& optimizer) override {
+    if (cpu_master_.empty()) {
+      optimizer_step(optimizer);
+      return;
+    }
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < units_.size(); ++i) {
+      const auto& g = units_[i].shard.grad();
+      cpu_master_[i].mutable_grad() = g.defined() ? g.to(torch::kCPU) : torch::Tensor();
+    }
+    optimizer_step(optimizer);
+    for (size_t i = 0; i < units_.size(); ++i) units_[i].shard.copy_(cpu_master_[i]);
+  }
+
+  void gather_full() override {
+    for (auto& u : units_) gather(u);
+  }
+  void release_full() override {
+    for (auto& u : units_) release(u);
+  }
+
+  void commit_full() override {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < units_.size(); ++i) {
+      auto& u = units_[i];
+      TORCH_CHECK(u.holds > 0, "commit_full outside gather_full");
+      u.shard.detach().copy_(u.full.narrow(0, rank_ * u.shard_numel, u.shard_numel));
+      if (i < cpu_master_.size()) cpu_master_[i].detach().copy_(u.shard.detach());
+    }
+  }
+
+  bool sharded() const override { return true; }
+
+  void save_shards(const std::string& dir, torch::optim::Optimizer* optimizer) const override {
+    torch::serialize::OutputArchive model;
+    model.write("layout", c10::IValue(layout()));
+    for (const auto& u : units_) model.write(u.name, u.shard.detach().to(torch::kCPU));
+    write_archive(model, (fs::path(dir) / model_file(world_, rank_)).string());
+    if (optimizer == nullptr) return;
+    torch::serialize::OutputArchive optim;
+    optim.write("layout", c10::IValue(layout()));
+    const auto params = optimizer_params();
+    for (size_t i = 0; i < units_.size(); ++i) {
+      const auto* s = adamw_state(*optimizer, params[i]);
+      if (s == nullptr) continue;
+      optim.write(units_[i].name + ".step", torch::tensor(s->step(), torch::kInt64));
+      optim.write(units_[i].name + ".exp_avg", s->exp_avg().to(torch::kCPU));
+      optim.write(units_[i].name + ".exp_avg_sq", s->exp_avg_sq().to(torch::kCPU));
+    }
+    write_archive(optim, (fs::path(dir) / optim_file(world_, rank_)).string());
+  }
+
+  void load_shards(const std::string& dir, torch::optim::Optimizer* optimizer) override {
+    const int64_t saved_world = find_saved_world(dir);
+    // Each unit's saved shards, in rank order; one rank's file only when the world is the same.
+    const bool same = saved_world == world_;
+    std::map<std::string, std::vector<torch::Tensor>> parts;
+    std::map<std::string, int64_t> steps;
+    for (int64_t r = same ? rank_ : 0; r < (same ? rank_ + 1 : saved_world); ++r) {
+      read_into(fs::path(dir) / model_file(saved_world, r), "", parts);
+      if (optimizer != nullptr) {
+        const auto path = fs::path(dir) / optim_file(saved_world, r);
+        if (!fs::exists(path)) throw missing(path, "the optimizer state of a trainable module");
+        read_into(path, ".", parts, &steps);
+      }
+    }
+    torch::NoGradGuard no_grad;
+    const auto params = optimizer_params();
+    for (size_t i = 0; i < units_.size(); ++i) {
+      auto& u = units_[i];
+      u.shard.copy_(my_slice(u, parts.at(u.name), same));
+      if (i < cpu_master_.size()) cpu_master_[i].copy_(u.shard);
+      if (optimizer == nullptr || !parts.count(u.name + ".exp_avg")) continue;
+      auto state = std::make_unique<torch::optim::AdamWParamState>();
+      state->step(steps.at(u.name + ".step"));
+      state->exp_avg(my_slice(u, parts.at(u.name + ".exp_avg"), same).to(params[i].device()));
+      state->exp_avg_sq(my_slice(u, parts.at(u.name + ".exp_avg_sq"), same).to(params[i].device()));
+      optimizer->state()[state_key(params[i])] = std::move(state);
+    }
+  }
+
+  int64_t resident_state_bytes(const torch::optim::Optimizer* optimizer) const override {
+    int64_t bytes = 0;
+    for (const auto& u : units_) bytes += tensor_bytes(u.shard) + tensor_bytes(u.shard.grad());
+    for (const auto& m : cpu_master_) bytes += tensor_bytes(m) + tensor_bytes(m.grad());
+    if (optimizer != nullptr) {
+      for (const auto& p : optimizer_params()) {
+        const auto* s = adamw_state(const_cast<torch::optim::Optimizer&>(*optimizer), p);
+        if (s != nullptr) bytes += tensor_bytes(s->exp_avg()) + tensor_bytes(s->exp_avg_sq());
+      }
+    }
+    return bytes;
+  }
+
+  // ---- LayerRunner
+
+  torch::Tensor run(size_t index, DecoderLayerImpl& layer, const torch::Tensor& x, const torch::Tensor& cos,
+                    const torch::Tensor& sin, const torch::Tensor& mask, const CuSeqlens& cu_seqlens,
+                    bool checkpoint) override {
+    const int64_t unit = static_cast<int64_t>(index) + 1;
+    Unit& u = units_.at(static_cast<size_t>(unit));
+    if (torch::GradMode::is_enabled() && (x.requires_grad() || u.shard.requires_grad())) {
+      return ShardedLayerFn::apply(x, cos, sin, mask, u.shard, this, unit, &layer, cu_seqlens, checkpoint);
+    }
+    gather(u);
+    torch::Tensor y;
+    try {
+      y = layer.forward_any(x, cos, sin, mask, cu_seqlens);
+    } catch (...) {
+      release(u);
+      throw;
+    }
+    release(u);
+    return y;
+  }
+
+  // ---- for ShardedLayerFn
+
+  Unit& unit(int64_t i) { return units_.at(static_cast<size_t>(i)); }
+  bool reshard_after_forward() const { return spec_.fsdp.reshard_after_forward; }
+
+  void gather(Unit& u) {
+    if (u.holds++ > 0) return;
+    alloc_storage(u.full);
+    if (dist_ == nullptr) {
+      u.full.copy_(u.shard.detach());
+      return;
+    }
+    torch::NoGradGuard no_grad;
+    const auto local = u.shard.detach().to(device_, /*non_blocking=*/true);
+    dist_->all_gather_flat(u.full, local);
+  }
+
+  void release(Unit& u) {
+    if (--u.holds > 0) return;
+    free_storage(u.full);
+  }
+
+  // The rank's averaged slice of a unit's gradient (one per parameter, undefined for none),
+  // on the shard's device.
+  torch::Tensor reduce_unit_grad(Unit& u, const std::vector<torch::Tensor>& grads) {
+    torch::NoGradGuard no_grad;
+    auto flat = torch::zeros({u.shard_numel * world_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i].defined()) flat.narrow(0, u.offsets[i], u.numels[i]).copy_(grads[i].reshape({-1}));
+    }
+    auto out = torch::empty({u.shard_numel}, flat.options());
+    if (dist_ != nullptr) {
+      dist_->reduce_scatter_sum(out, flat);
+    } else {
+      out.copy_(flat);
+    }
+    out.div_(static_cast<double>(world_));
+    return out.to(shard_device_);
+  }
+
+ private:
+  void build_units(torch::nn::Module& module) {
+    units_.emplace_back();
+    units_[0].name = "root";
+    const std::string prefix = "model.layers.";
+    for (const auto& np : module.named_parameters(/*recurse=*/true)) {
+      const std::string& name = np.key();
+      size_t index = 0;
+      if (name.compare(0, prefix.size(), prefix) == 0) {
+        const size_t dot = name.find('.', prefix.size());
+        index = static_cast<size_t>(std::stoll(name.substr(prefix.size(), dot - prefix.size()))) + 1;
+        while (units_.size() <= index) {
+          units_.emplace_back();
+          units_.back().name = prefix + std::to_string(units_.size() - 2);
+        }
+      }
+      if (np.value().scalar_type() != torch::kFloat32) {
+        throw Error{ExitCode::kInvalidConfig,
+                    spec_.who + ": FSDP shards float32 parameters; " + name + " is " +
+                        std::string(c10::toString(np.value().scalar_type())),
+                    "keep the trainer's master weights in float32 (model.dtype sets the compute dtype)"};
+      }
+      auto& u = units_[index];
+      u.names.push_back(name);
+      u.params.push_back(np.value());
+      u.offsets.push_back(u.numel);
+      u.numels.push_back(np.value().numel());
+      u.numel += np.value().numel();
+    }
+    torch::NoGradGuard no_grad;
+    for (auto& u : units_) {
+      u.shard_numel = std::max<int64_t>(1, (u.numel + world_ - 1) / world_);
+      auto full = torch::zeros({u.shard_numel * world_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+      for (size_t i = 0; i < u.params.size(); ++i) {
+        full.narrow(0, u.offsets[i], u.numels[i]).copy_(u.params[i].detach().reshape({-1}));
+      }
+      u.shard = full.narrow(0, rank_ * u.shard_numel, u.shard_numel).clone().to(shard_device_);
+      if (spec_.fsdp.param_offload && device_.is_cuda()) u.shard = u.shard.pin_memory();
+      u.shard.set_requires_grad(spec_.trainable);
+      for (size_t i = 0; i < u.params.size(); ++i) {
+        const auto sizes = u.params[i].sizes().vec();
+        u.params[i].set_data(full.narrow(0, u.offsets[i], u.numels[i]).view(sizes));
+      }
+      u.full = full;
+      free_storage(u.full);
+    }
+  }
+
+  void clear_root_grads() {
+    for (auto& p : units_[0].params) {
+      if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
+    }
+  }
+
+  static void accumulate_grad(torch::Tensor& shard, const torch::Tensor& g) {
+    if (!shard.requires_grad()) return;
+    torch::NoGradGuard no_grad;
+    if (shard.grad().defined()) {
+      shard.mutable_grad().add_(g);
+    } else {
+      shard.mutable_grad() = g;
+    }
+  }
+
+  // "name:numel;" for every unit: a checkpoint is loadable iff its layout is ours.
+  std::string layout() const {
+    std::ostringstream out;
+    for (const auto& u : units_) out << u.name << ':' << u.numel << ';';
+    return out.str();
+  }
+
+  Error missing(const fs::path& path, const std::string& what) const {
+    return Error{ExitCode::kFailure, "checkpoint: " + path.string() + " is missing (" + what + " of " + spec_.who + ")",
+                 "resume from a complete checkpoint; a sharded checkpoint needs every rank's files"};
+  }
+
+  int64_t find_saved_world(const std::string& dir) const {
+    for (int64_t w = 1; w <= 4096; ++w) {
+      if (fs::exists(fs::path(dir) / model_file(w, 0))) return w;
+    }
+    throw Error{ExitCode::kFailure,
+                "checkpoint: " + dir + " holds no sharded model (model_world_size_W_rank_0.pt) for " + spec_.who,
+                "it was saved by a replicated run (fsdp_size=1 or one rank without offload); resume with the "
+                "strategy it was saved with"};
+  }
+
+  // Reads an archive's tensors (for each unit: name + suffix) into parts; `steps` gets the
+  // optimizer's step counts.
+  void read_into(const fs::path& path, const std::string& dot, std::map<std::string, std::vector<torch::Tensor>>& parts,
+                 std::map<std::string, int64_t>* steps = nullptr) const {
+    if (!fs::exists(path)) throw missing(path, "a shard");
+    torch::serialize::InputArchive ar;
+    try {
+      ar.load_from(path.string());
+    } catch (const std::exception& e) {
+      throw Error{ExitCode::kFailure, "checkpoint: cannot read " + path.string() + ": " + e.what(),
+                  "the file is damaged; resume from an earlier checkpoint"};
+    }
+    c10::IValue saved_layout;
+    ar.read("layout", saved_layout);
+    if (saved_layout.toStringRef() != layout()) {
+      throw Error{ExitCode::kFailure,
+                  "checkpoint: " + path.string() + " holds another model's shards (layout " +
+                      saved_layout.toStringRef().substr(0, 120) + "...) than " + spec_.who + "'s",
+                  "resume with the model config the checkpoint was saved with"};
+    }
+    for (const auto& u : units_) {
+      if (dot.empty()) {
+        torch::Tensor t;
+        ar.read(u.name, t);
+        parts[u.name].push_back(t);
+        continue;
+      }
+      torch::Tensor step;
+      if (!ar.try_read(u.name + ".step", step)) continue;  // no step taken yet
+      (*steps)[u.name + ".step"] = step.item<int64_t>();
+      for (const char* k : {".exp_avg", ".exp_avg_sq"}) {
+        torch::Tensor t;
+        ar.read(u.name + k, t);
+        parts[u.name + k].push_back(t);
+      }
+    }
+  }
+
+  // This rank's slice of a unit's vector from the saved ranks' pieces (all of them, or only
+  // this rank's own when the world size is unchanged).
+  torch::Tensor my_slice(const Unit& u, const std::vector<torch::Tensor>& pieces, bool same) const {
+    if (same) return pieces.at(0);
+    auto whole = torch::cat(pieces).narrow(0, 0, u.numel);
+    auto padded = torch::zeros({u.shard_numel * world_}, whole.options());
+    padded.narrow(0, 0, u.numel).copy_(whole);
+    return padded.narrow(0, rank_ * u.shard_numel, u.shard_numel).clone();
+  }
+
+  Distributed* dist_;
+  torch::Device device_;
+  EngineSpec spec_;
+  torch::Device shard_device_;
+  int64_t world_, rank_;
+  BackboneImpl* backbone_ = nullptr;
+  std::vector<Unit> units_;  // [0] root, [1 + i] decoder layer i
+  std::vector<torch::Tensor> cpu_master_;
+  int compute_depth_ = 0;
+};
+
+torch::Tensor ShardedLayerFn::forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                      const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask,
+                                      const torch::Tensor& shard, ShardedEngine* engine, int64_t unit,
+                                      DecoderLayerImpl* layer, const CuSeqlens& cu_seqlens, bool checkpoint) {
+  (void)shard;  // an input so that autograd hands its gradient back; the engine holds the unit
+  ctx->saved_data["engine"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(engine));
+  ctx->saved_data["layer"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(layer));
+  ctx->saved_data["unit"] = unit;
+  ctx->saved_data["cu_seqlens"] = c10::IValue(cu_seqlens);
+  ctx->saved_data["checkpoint"] = checkpoint;
+  Unit& u = engine->unit(unit);
+  engine->gather(u);
+  if (checkpoint) {
+    // Only the input is kept; the backward gathers and recomputes (activation checkpointing).
+    ctx->save_for_backward({x, cos, sin, mask});
+    torch::Tensor y;
+    {
+      torch::NoGradGuard no_grad;
+      y = layer->forward_any(x, cos, sin, mask, cu_seqlens);
+    }
+    engine->release(u);
+    return y;
+  }
+  // The layer's own graph, kept until the backward: its saved parameter views outlive the
+  // freed storage and see the data again once the backward gathers the unit.
+  auto xi = x.detach().requires_grad_(true);
+  torch::Tensor yi;
+  {
+    torch::AutoGradMode grad(true);
+    yi = layer->forward_any(xi, cos, sin, mask, cu_seqlens);
+  }
+  ctx->saved_data["x"] = xi;
+  ctx->saved_data["y"] = yi;
+  if (engine->reshard_after_forward()) engine->release(u);
+  return yi.detach();
+}
+
+torch::autograd::variable_list ShardedLayerFn::backward(torch::autograd::AutogradContext* ctx,
+                                                        torch::autograd::variable_list grad_out) {
+  auto* engine = reinterpret_cast<ShardedEngine*>(static_cast<intptr_t>(ctx->saved_data["engine"].toInt()));
+  auto* layer = reinterpret_cast<DecoderLayerImpl*>(static_cast<intptr_t>(ctx->saved_data["layer"].toInt()));
+  const bool checkpoint = ctx->saved_data["checkpoint"].toBool();
+  Unit& u = engine->unit(ctx->saved_data["unit"].toInt());
+  if (checkpoint || engine->reshard_after_forward()) engine->gather(u);
+  torch::Tensor xi, yi;
+  if (checkpoint) {
+    const auto saved = ctx->get_saved_variables();
+    const CuSeqlens cu_seqlens = ctx->saved_data["cu_seqlens"].toIntVector();
+    xi = saved[0].detach().requires_grad_(true);
+    torch::AutoGradMode grad(true);
+    yi = layer->forward_any(xi, saved[1], saved[2], saved[3], cu_seqlens);
+  } else {
+    xi = ctx->saved_data["x"].toTensor();
+    yi = ctx->saved_data["y"].toTensor();
+    ctx->saved_data.erase("x");
+    ctx->saved_data.erase("y");
+  }
+  std::vector<torch::Tensor> inputs{xi};
+  std::vector<size_t> which;  // parameter indices among inputs[1..]
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    if (u.params[i].requires_grad()) {
+      inputs.push_back(u.params[i]);
+      which.push_back(i);
+    }
+  }
+  torch::Tensor shard_grad;
+  torch::Tensor gx;
+  try {
+    const auto grads = torch::autograd::grad({yi}, inputs, {grad_out[0]}, /*retain_graph=*/false,
+                                             /*create_graph=*/false, /*allow_unused=*/true);
+    gx = grads[0];
+    std::vector<torch::Tensor> per_param(u.params.size());
+    for (size_t k = 0; k < which.size(); ++k) per_param[which[k]] = grads[k + 1];
+    shard_grad = engine->reduce_unit_grad(u, per_param);
+  } catch (...) {
+    engine->release(u);
+    throw;
+  }
+  engine->release(u);
+  return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor(), shard_grad, torch::Tensor(), torch::Tensor(),
+          torch::Tensor(), torch::Tensor(), torch::Tensor()};
+}
+
+}  // namespace
+
+std::unique_ptr<ModuleEngine> make_sharded_engine(torch::nn::Module& module, Distributed* dist,
+                                                  const torch::Device& device, const EngineSpec& spec) {
+  return std::make_unique<ShardedEngine>(module, dist, device, spec);
+}
+
+}  // namespace verl::trainer

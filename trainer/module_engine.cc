@@ -1,0 +1,83 @@
+#include "trainer/module_engine.h"
+
+#include <torch/version.h>
+
+#include "common/error.h"
+#include "trainer/fsdp.h"
+#include "trainer/minibatch_update.h"
+
+namespace verl::trainer {
+namespace {
+
+int64_t bytes_of(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
+
+// DDP: every rank holds the whole module; gradients are all-reduced through the strategy.
+class ReplicatedEngine final : public ModuleEngine {
+ public:
+  ReplicatedEngine(std::vector<torch::Tensor> params, ParallelStrategy& strategy)
+      : strategy_(strategy), params_(std::move(params)) {}
+
+  std::vector<torch::Tensor> optimizer_params() const override { return params_; }
+  void begin_compute() override {}
+  void end_compute() override {}
+  void sync_gradients() override { strategy_.sync_gradients(params_); }
+  double clip_grad_norm(double max_norm) override { return trainer::clip_grad_norm(params_, max_norm); }
+  void step(torch::optim::Optimizer& optimizer) override { optimizer_step(optimizer); }
+  void gather_full() override {}
+  void release_full() override {}
+  void commit_full() override {}
+  bool sharded() const override { return false; }
+  void save_shards(const std::string&, torch::optim::Optimizer*) const override {
+    throw Error{ExitCode::kFailure, "a replicated module has no shards to save (checkpoint.h saves it whole)"};
+  }
+  void load_shards(const std::string&, torch::optim::Optimizer*) override {
+    throw Error{ExitCode::kFailure, "a replicated module has no shards to load (checkpoint.h loads it whole)"};
+  }
+  int64_t resident_state_bytes(const torch::optim::Optimizer* optimizer) const override {
+    int64_t bytes = 0;
+    for (const auto& p : params_) bytes += bytes_of(p) + bytes_of(p.grad());
+    if (optimizer != nullptr) {
+      for (const auto& [key, state] : optimizer->state()) {
+        const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(state.get());
+        if (s != nullptr) bytes += bytes_of(s->exp_avg()) + bytes_of(s->exp_avg_sq());
+      }
+    }
+    return bytes;
+  }
+
+ private:
+  ParallelStrategy& strategy_;
+  std::vector<torch::Tensor> params_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModuleEngine> make_replicated_engine(std::vector<torch::Tensor> params, ParallelStrategy& strategy) {
+  return std::make_unique<ReplicatedEngine>(std::move(params), strategy);
+}
+
+std::unique_ptr<ModuleEngine> make_module_engine(torch::nn::Module& module, ParallelStrategy& strategy,
+                                                 const torch::Device& device, const EngineSpec& spec) {
+  const int64_t world = strategy.dp_size();
+  const auto& f = spec.fsdp;
+  const std::string key = spec.who + ".fsdp_config";
+  if (f.fsdp_size != -1 && f.fsdp_size != 1 && f.fsdp_size != world) {
+    throw Error{ExitCode::kInvalidConfig,
+                key + ".fsdp_size=" + std::to_string(f.fsdp_size) + " with " + std::to_string(world) +
+                    " ranks: hybrid sharding (shard groups smaller than the world, replicated across) is not "
+                    "supported yet",
+                "use -1 (shard over all ranks) or 1 (every rank holds the whole model)"};
+  }
+  const bool offload = f.param_offload || f.optimizer_offload;
+  if (f.fsdp_size == 1 && world > 1 && offload) {
+    throw Error{ExitCode::kInvalidConfig,
+                key + ": param_offload / optimizer_offload with fsdp_size=1 on " + std::to_string(world) +
+                    " ranks is not supported (offload works on sharded state)",
+                "use fsdp_size=-1 with offload"};
+  }
+  const bool sharded = (world > 1 && f.fsdp_size != 1) || offload;
+  if (!sharded) return make_replicated_engine(module.parameters(), strategy);
+  return make_sharded_engine(module, strategy.distributed(), device, spec);
+}
+
+}  // namespace verl::trainer
