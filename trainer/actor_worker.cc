@@ -5,7 +5,9 @@
 #include <chrono>
 
 #include "trainer/core_algos.h"
+#include "common/log.h"
 #include "trainer/flops_counter.h"
+#include "trainer/hf_model.h"
 #include "trainer/minibatch_update.h"
 #include "trainer/rollout_correction.h"
 
@@ -38,6 +40,13 @@ ActorWorker::ActorWorker(const JobConfig& config, CausalLm policy, const torch::
     : config_(config), strategy_(strategy), device_(device), module_(std::move(policy)) {
   module_->to(device_);
   module_->model->set_gradient_checkpointing(config_.model.enable_gradient_checkpointing);
+  if (lora()) {
+    if (config_.trainer.sft_warmup_steps > 0) {
+      lora_pending_ = true;
+    } else {
+      add_adapters();
+    }
+  }
   engine_ = make_module_engine(*module_, strategy_, device_, {"actor_rollout_ref.actor", true, config_.actor.fsdp});
   const auto& o = config_.actor.optim;
   optim_ = make_adamw(engine_->optimizer_params(), o.lr, o.beta1, o.beta2, o.weight_decay);
@@ -63,6 +72,55 @@ ResponseLogProbs ActorWorker::compute_log_prob(const RolloutBatch& batch, bool w
   plan.layout = layout();
   ComputeScope scope(*engine_);
   return compute_log_probs(module_, batch, plan, temperature(), with_entropy);
+}
+
+torch::Tensor ActorWorker::compute_base_log_prob(const RolloutBatch& batch) {
+  const auto& ref = config_.ref;
+  ForwardPlan plan;
+  plan.micro_batch = ref.log_prob_micro_batch_size_per_gpu;
+  if (ref.log_prob_use_dynamic_bsz) {
+    plan.max_token_len = ref.log_prob_max_token_len_per_gpu;
+    plan.budget_key = "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu";
+  }
+  plan.layout = layout();
+  ComputeScope scope(*engine_);
+  set_lora_enabled(*module_, false);
+  struct Reenable {
+    torch::nn::Module& m;
+    ~Reenable() { set_lora_enabled(m, true); }
+  } reenable{*module_};
+  return compute_log_probs(module_, batch, plan, temperature()).log_probs;
+}
+
+void ActorWorker::add_adapters() {
+  const auto& l = config_.model.lora;
+  const int64_t adapted = add_lora(*module_, l, static_cast<uint64_t>(config_.trainer.seed) * 2654435761ULL + 97);
+  if (l.adapter_path) load_peft_adapter(module_, resolve_model_dir(*l.adapter_path, "actor_rollout_ref.model.lora_adapter_path"));
+  if (strategy_.is_rank0()) {
+    log::Info() << "actor: LoRA r=" << l.rank << " alpha=" << l.alpha << " on " << adapted << " projections, "
+                << count_trainable(*module_) << " trainable of " << count_parameters(*module_) << " parameters";
+  }
+}
+
+void ActorWorker::enter_lora() {
+  if (!lora_pending_) return;
+  // A plain copy of the full (gathered) weights; the old engine and module go.
+  CausalLm fresh(module_->config(), torch::TensorOptions().device(device_).dtype(torch::kFloat32));
+  {
+    FullParamsScope full(*engine_);
+    torch::NoGradGuard no_grad;
+    copy_shared_parameters(*module_, *fresh);
+  }
+  optim_.reset();
+  engine_.reset();
+  module_ = fresh;
+  module_->model->set_gradient_checkpointing(config_.model.enable_gradient_checkpointing);
+  add_adapters();
+  engine_ = make_module_engine(*module_, strategy_, device_, {"actor_rollout_ref.actor", true, config_.actor.fsdp});
+  const auto& o = config_.actor.optim;
+  optim_ = make_adamw(engine_->optimizer_params(), o.lr, o.beta1, o.beta2, o.weight_decay);
+  lora_pending_ = false;
+  lora_base_is_warm_start_ = true;
 }
 
 MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpdateInputs& in, int64_t step,
@@ -216,9 +274,8 @@ MetricMap ActorWorker::sft_step(const RolloutBatch& batch, double lr) {
 }
 
 NamedTensors ActorWorker::weights() const {
-  NamedTensors out;
-  for (const auto& p : module_->named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
-  return out;
+  // With LoRA the adapters are merged in: the rollout's model has none.
+  return merged_lora_parameters(*module_);
 }
 
 void ActorWorker::sync_to(RolloutEngine& rollout) {

@@ -45,6 +45,21 @@ class ActorWorker {
   // Log-probs (and entropies when asked) of the batch's responses at the rollout temperature.
   ResponseLogProbs compute_log_prob(const RolloutBatch& batch, bool with_entropy = false);
 
+  // With LoRA (actor_rollout_ref.model.lora_rank > 0): the reference policy's log-probs, from
+  // this module with its adapters off (the base model, as verl's ref_in_actor), with the
+  // reference's micro-batch keys. No third copy of the model.
+  bool lora() const { return config_.model.lora.rank > 0; }
+  torch::Tensor compute_base_log_prob(const RolloutBatch& batch);
+  // verlctl's SFT warm start stands in for pretraining: under LoRA it trains the whole model,
+  // and the adapters come after it (enter_lora: the module re-wrapped with adapters, a fresh
+  // engine and optimizer), so that RL's reference (the base) is the post-SFT policy, as it is
+  // without LoRA. lora_pending(): adapters not added yet (a warm start is configured). The PEFT
+  // export then has no base on disk to apply to (lora_base_is_warm_start()).
+  bool lora_pending() const { return lora_pending_; }
+  void enter_lora();
+  bool lora_base_is_warm_start() const { return lora_base_is_warm_start_; }
+  void set_lora_base_is_warm_start(bool v) { lora_base_is_warm_start_ = v; }
+
   // One PPO update (actor.ppo_epochs over mini/micro-batches); returns actor/* metrics and
   // perf/mfu/actor. total_steps sizes the LR warmup.
   MetricMap update_policy(const RolloutBatch& batch, const PolicyUpdateInputs& inputs, int64_t step,
@@ -81,6 +96,9 @@ class ActorWorker {
   std::unique_ptr<ModuleEngine> engine_;
   std::unique_ptr<torch::optim::AdamW> optim_;
   int64_t updates_ = 0;  // LR scheduler steps taken
+  bool lora_pending_ = false;
+  bool lora_base_is_warm_start_ = false;
+  void add_adapters();  // add_lora (+ lora_adapter_path) on module_, logged
 };
 
 }  // namespace verl::trainer

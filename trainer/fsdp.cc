@@ -51,8 +51,8 @@ void alloc_storage(const torch::Tensor& t) {
 int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
 
 struct Unit {
-  std::string name;  // "root" or "model.layers.N"
-  std::vector<std::string> names;
+  std::string name;  // "root" or "model.layers.N", + ".frozen" for the frozen parameters
+  bool trainable = false;
   std::vector<torch::Tensor> params;
   std::vector<int64_t> offsets, numels;
   int64_t numel = 0;
@@ -99,9 +99,9 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
     }
     build_units(module);
     backbone_->set_layer_runner(this);
-    if (spec_.fsdp.optimizer_offload && !spec_.fsdp.param_offload && spec_.trainable) {
-      for (auto& u : units_) {
-        auto master = u.shard.detach().to(torch::kCPU).clone();
+    if (spec_.fsdp.optimizer_offload && !spec_.fsdp.param_offload) {
+      for (const size_t i : trainable_) {
+        auto master = units_[i].shard.detach().to(torch::kCPU).clone();
         master.set_requires_grad(true);
         cpu_master_.push_back(master);
       }
@@ -117,37 +117,41 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
   std::vector<torch::Tensor> optimizer_params() const override {
     if (!cpu_master_.empty()) return cpu_master_;
     std::vector<torch::Tensor> out;
-    for (const auto& u : units_) out.push_back(u.shard);
+    for (const size_t i : trainable_) out.push_back(units_[i].shard);
     return out;
   }
 
   void begin_compute() override {
-    if (compute_depth_++ == 0) gather(units_[0]);
+    if (compute_depth_++ == 0) gather_group(0);
   }
   void end_compute() override {
     if (--compute_depth_ == 0) {
       clear_root_grads();
-      release(units_[0]);
+      release_group(0);
     }
   }
 
   void sync_gradients() override {
-    Unit& root = units_[0];
-    std::vector<torch::Tensor> grads;
-    for (auto& p : root.params) grads.push_back(p.grad());
-    auto g = reduce_unit_grad(root, grads);
+    for (const size_t i : groups_[0]) {
+      Unit& root = units_[i];
+      if (!root.trainable) continue;
+      std::vector<torch::Tensor> grads;
+      for (auto& p : root.params) grads.push_back(p.grad());
+      auto g = reduce_unit_grad(root, grads);
+      accumulate_grad(root.shard, g);
+    }
     clear_root_grads();
-    accumulate_grad(root.shard, g);
   }
 
   double clip_grad_norm(double max_norm) override {
     torch::NoGradGuard no_grad;
     auto sq = torch::zeros({1}, torch::kFloat64);
     std::vector<torch::Tensor> grads;
-    for (auto& u : units_) {
-      if (!u.shard.grad().defined()) continue;
-      grads.push_back(u.shard.grad());
-      sq += u.shard.grad().to(torch::kFloat64).pow(2).sum().to(torch::kCPU);
+    for (const size_t i : trainable_) {
+      const auto& g = units_[i].shard.grad();
+      if (!g.defined()) continue;
+      grads.push_back(g);
+      sq += g.to(torch::kFloat64).pow(2).sum().to(torch::kCPU);
     }
     if (dist_ != nullptr) dist_->all_reduce_sum(sq);
     const double norm = std::sqrt(sq.item<double>());
@@ -163,12 +167,12 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
       return;
     }
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < units_.size(); ++i) {
-      const auto& g = units_[i].shard.grad();
-      cpu_master_[i].mutable_grad() = g.defined() ? g.to(torch::kCPU) : torch::Tensor();
+    for (size_t k = 0; k < trainable_.size(); ++k) {
+      const auto& g = units_[trainable_[k]].shard.grad();
+      cpu_master_[k].mutable_grad() = g.defined() ? g.to(torch::kCPU) : torch::Tensor();
     }
     optimizer_step(optimizer);
-    for (size_t i = 0; i < units_.size(); ++i) units_[i].shard.copy_(cpu_master_[i]);
+    for (size_t k = 0; k < trainable_.size(); ++k) units_[trainable_[k]].shard.copy_(cpu_master_[k]);
   }
 
   void gather_full() override {
@@ -180,12 +184,11 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
 
   void commit_full() override {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < units_.size(); ++i) {
-      auto& u = units_[i];
+    for (auto& u : units_) {
       TORCH_CHECK(u.holds > 0, "commit_full outside gather_full");
       u.shard.detach().copy_(u.full.narrow(0, rank_ * u.shard_numel, u.shard_numel));
-      if (i < cpu_master_.size()) cpu_master_[i].detach().copy_(u.shard.detach());
     }
+    for (size_t k = 0; k < cpu_master_.size(); ++k) cpu_master_[k].detach().copy_(units_[trainable_[k]].shard.detach());
   }
 
   bool sharded() const override { return true; }
@@ -199,12 +202,13 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
     torch::serialize::OutputArchive optim;
     optim.write("layout", c10::IValue(layout()));
     const auto params = optimizer_params();
-    for (size_t i = 0; i < units_.size(); ++i) {
-      const auto* s = adamw_state(*optimizer, params[i]);
+    for (size_t k = 0; k < trainable_.size(); ++k) {
+      const auto* s = adamw_state(*optimizer, params[k]);
       if (s == nullptr) continue;
-      optim.write(units_[i].name + ".step", torch::tensor(s->step(), torch::kInt64));
-      optim.write(units_[i].name + ".exp_avg", s->exp_avg().to(torch::kCPU));
-      optim.write(units_[i].name + ".exp_avg_sq", s->exp_avg_sq().to(torch::kCPU));
+      const auto& name = units_[trainable_[k]].name;
+      optim.write(name + ".step", torch::tensor(s->step(), torch::kInt64));
+      optim.write(name + ".exp_avg", s->exp_avg().to(torch::kCPU));
+      optim.write(name + ".exp_avg_sq", s->exp_avg_sq().to(torch::kCPU));
     }
     write_archive(optim, (fs::path(dir) / optim_file(world_, rank_)).string());
   }
@@ -224,17 +228,17 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
       }
     }
     torch::NoGradGuard no_grad;
+    for (auto& u : units_) u.shard.copy_(my_slice(u, parts.at(u.name), same));
     const auto params = optimizer_params();
-    for (size_t i = 0; i < units_.size(); ++i) {
-      auto& u = units_[i];
-      u.shard.copy_(my_slice(u, parts.at(u.name), same));
-      if (i < cpu_master_.size()) cpu_master_[i].copy_(u.shard);
+    for (size_t k = 0; k < trainable_.size(); ++k) {
+      const auto& u = units_[trainable_[k]];
+      if (k < cpu_master_.size()) cpu_master_[k].copy_(u.shard);
       if (optimizer == nullptr || !parts.count(u.name + ".exp_avg")) continue;
       auto state = std::make_unique<torch::optim::AdamWParamState>();
       state->step(steps.at(u.name + ".step"));
-      state->exp_avg(my_slice(u, parts.at(u.name + ".exp_avg"), same).to(params[i].device()));
-      state->exp_avg_sq(my_slice(u, parts.at(u.name + ".exp_avg_sq"), same).to(params[i].device()));
-      optimizer->state()[state_key(params[i])] = std::move(state);
+      state->exp_avg(my_slice(u, parts.at(u.name + ".exp_avg"), same).to(params[k].device()));
+      state->exp_avg_sq(my_slice(u, parts.at(u.name + ".exp_avg_sq"), same).to(params[k].device()));
+      optimizer->state()[state_key(params[k])] = std::move(state);
     }
   }
 
@@ -256,27 +260,41 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
   torch::Tensor run(size_t index, DecoderLayerImpl& layer, const torch::Tensor& x, const torch::Tensor& cos,
                     const torch::Tensor& sin, const torch::Tensor& mask, const CuSeqlens& cu_seqlens,
                     bool checkpoint) override {
-    const int64_t unit = static_cast<int64_t>(index) + 1;
-    Unit& u = units_.at(static_cast<size_t>(unit));
-    if (torch::GradMode::is_enabled() && (x.requires_grad() || u.shard.requires_grad())) {
-      return ShardedLayerFn::apply(x, cos, sin, mask, u.shard, this, unit, &layer, cu_seqlens, checkpoint);
+    const int64_t group = static_cast<int64_t>(index) + 1;
+    const Unit* trained = trainable_unit(group);
+    const auto& shard = trained != nullptr ? trained->shard : units_[groups_.at(group).front()].shard;
+    if (torch::GradMode::is_enabled() && (x.requires_grad() || shard.requires_grad())) {
+      return ShardedLayerFn::apply(x, cos, sin, mask, shard, this, group, &layer, cu_seqlens, checkpoint);
     }
-    gather(u);
+    gather_group(group);
     torch::Tensor y;
     try {
       y = layer.forward_any(x, cos, sin, mask, cu_seqlens);
     } catch (...) {
-      release(u);
+      release_group(group);
       throw;
     }
-    release(u);
+    release_group(group);
     return y;
   }
 
   // ---- for ShardedLayerFn
 
-  Unit& unit(int64_t i) { return units_.at(static_cast<size_t>(i)); }
   bool reshard_after_forward() const { return spec_.fsdp.reshard_after_forward; }
+  const std::vector<size_t>& group(int64_t g) const { return groups_.at(static_cast<size_t>(g)); }
+  Unit& unit(size_t i) { return units_.at(i); }
+  Unit* trainable_unit(int64_t g) {
+    for (const size_t i : groups_.at(static_cast<size_t>(g)))
+      if (units_[i].trainable) return &units_[i];
+    return nullptr;
+  }
+
+  void gather_group(int64_t g) {
+    for (const size_t i : groups_.at(static_cast<size_t>(g))) gather(units_[i]);
+  }
+  void release_group(int64_t g) {
+    for (const size_t i : groups_.at(static_cast<size_t>(g))) release(units_[i]);
+  }
 
   void gather(Unit& u) {
     if (u.holds++ > 0) return;
@@ -314,20 +332,18 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
   }
 
  private:
+  // Groups: [0] the root (everything outside the decoder layers), [1 + i] decoder layer i. A
+  // group's trainable and frozen parameters (LoRA: adapters and base weights) are separate units,
+  // so that the optimizer never touches a frozen value.
   void build_units(torch::nn::Module& module) {
-    units_.emplace_back();
-    units_[0].name = "root";
     const std::string prefix = "model.layers.";
+    std::map<std::pair<size_t, bool>, size_t> index_of;  // (group, trainable) -> unit
     for (const auto& np : module.named_parameters(/*recurse=*/true)) {
       const std::string& name = np.key();
-      size_t index = 0;
+      size_t group = 0;
       if (name.compare(0, prefix.size(), prefix) == 0) {
         const size_t dot = name.find('.', prefix.size());
-        index = static_cast<size_t>(std::stoll(name.substr(prefix.size(), dot - prefix.size()))) + 1;
-        while (units_.size() <= index) {
-          units_.emplace_back();
-          units_.back().name = prefix + std::to_string(units_.size() - 2);
-        }
+        group = static_cast<size_t>(std::stoll(name.substr(prefix.size(), dot - prefix.size()))) + 1;
       }
       if (np.value().scalar_type() != torch::kFloat32) {
         throw Error{ExitCode::kInvalidConfig,
@@ -335,8 +351,19 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
                         std::string(c10::toString(np.value().scalar_type())),
                     "keep the trainer's master weights in float32 (model.dtype sets the compute dtype)"};
       }
-      auto& u = units_[index];
-      u.names.push_back(name);
+      const bool trainable = spec_.trainable && np.value().requires_grad();
+      while (groups_.size() <= group) groups_.emplace_back();
+      auto key = std::make_pair(group, trainable);
+      if (!index_of.count(key)) {
+        index_of[key] = units_.size();
+        units_.emplace_back();
+        units_.back().name = (group == 0 ? std::string("root") : prefix + std::to_string(group - 1)) +
+                              (trainable ? "" : ".frozen");
+        units_.back().trainable = trainable;
+        groups_[group].push_back(units_.size() - 1);
+        if (trainable) trainable_.push_back(units_.size() - 1);
+      }
+      auto& u = units_[index_of[key]];
       u.params.push_back(np.value());
       u.offsets.push_back(u.numel);
       u.numels.push_back(np.value().numel());
@@ -351,7 +378,7 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
       }
       u.shard = full.narrow(0, rank_ * u.shard_numel, u.shard_numel).clone().to(shard_device_);
       if (spec_.fsdp.param_offload && device_.is_cuda()) u.shard = u.shard.pin_memory();
-      u.shard.set_requires_grad(spec_.trainable);
+      u.shard.set_requires_grad(u.trainable);
       for (size_t i = 0; i < u.params.size(); ++i) {
         const auto sizes = u.params[i].sizes().vec();
         u.params[i].set_data(full.narrow(0, u.offsets[i], u.numels[i]).view(sizes));
@@ -362,8 +389,10 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
   }
 
   void clear_root_grads() {
-    for (auto& p : units_[0].params) {
-      if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
+    for (const size_t i : groups_[0]) {
+      for (auto& p : units_[i].params) {
+        if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
+      }
     }
   }
 
@@ -426,6 +455,7 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
         parts[u.name].push_back(t);
         continue;
       }
+      if (!u.trainable) continue;
       torch::Tensor step;
       if (!ar.try_read(u.name + ".step", step)) continue;  // no step taken yet
       (*steps)[u.name + ".step"] = step.item<int64_t>();
@@ -453,23 +483,24 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
   torch::Device shard_device_;
   int64_t world_, rank_;
   BackboneImpl* backbone_ = nullptr;
-  std::vector<Unit> units_;  // [0] root, [1 + i] decoder layer i
-  std::vector<torch::Tensor> cpu_master_;
+  std::vector<Unit> units_;
+  std::vector<std::vector<size_t>> groups_;  // [0] root, [1 + i] decoder layer i: their units
+  std::vector<size_t> trainable_;            // the units the optimizer steps, in order
+  std::vector<torch::Tensor> cpu_master_;    // optimizer_offload: CPU copies of trainable_'s shards
   int compute_depth_ = 0;
 };
 
 torch::Tensor ShardedLayerFn::forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                       const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask,
-                                      const torch::Tensor& shard, ShardedEngine* engine, int64_t unit,
+                                      const torch::Tensor& shard, ShardedEngine* engine, int64_t group,
                                       DecoderLayerImpl* layer, const CuSeqlens& cu_seqlens, bool checkpoint) {
-  (void)shard;  // an input so that autograd hands its gradient back; the engine holds the unit
+  (void)shard;  // the group's trainable shard: an input so that autograd hands its gradient back
   ctx->saved_data["engine"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(engine));
   ctx->saved_data["layer"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(layer));
-  ctx->saved_data["unit"] = unit;
+  ctx->saved_data["group"] = group;
   ctx->saved_data["cu_seqlens"] = c10::IValue(cu_seqlens);
   ctx->saved_data["checkpoint"] = checkpoint;
-  Unit& u = engine->unit(unit);
-  engine->gather(u);
+  engine->gather_group(group);
   if (checkpoint) {
     // Only the input is kept; the backward gathers and recomputes (activation checkpointing).
     ctx->save_for_backward({x, cos, sin, mask});
@@ -478,11 +509,11 @@ torch::Tensor ShardedLayerFn::forward(torch::autograd::AutogradContext* ctx, con
       torch::NoGradGuard no_grad;
       y = layer->forward_any(x, cos, sin, mask, cu_seqlens);
     }
-    engine->release(u);
+    engine->release_group(group);
     return y;
   }
   // The layer's own graph, kept until the backward: its saved parameter views outlive the
-  // freed storage and see the data again once the backward gathers the unit.
+  // freed storage and see the data again once the backward gathers the group.
   auto xi = x.detach().requires_grad_(true);
   torch::Tensor yi;
   {
@@ -491,7 +522,7 @@ torch::Tensor ShardedLayerFn::forward(torch::autograd::AutogradContext* ctx, con
   }
   ctx->saved_data["x"] = xi;
   ctx->saved_data["y"] = yi;
-  if (engine->reshard_after_forward()) engine->release(u);
+  if (engine->reshard_after_forward()) engine->release_group(group);
   return yi.detach();
 }
 
@@ -500,8 +531,8 @@ torch::autograd::variable_list ShardedLayerFn::backward(torch::autograd::Autogra
   auto* engine = reinterpret_cast<ShardedEngine*>(static_cast<intptr_t>(ctx->saved_data["engine"].toInt()));
   auto* layer = reinterpret_cast<DecoderLayerImpl*>(static_cast<intptr_t>(ctx->saved_data["layer"].toInt()));
   const bool checkpoint = ctx->saved_data["checkpoint"].toBool();
-  Unit& u = engine->unit(ctx->saved_data["unit"].toInt());
-  if (checkpoint || engine->reshard_after_forward()) engine->gather(u);
+  const int64_t group = ctx->saved_data["group"].toInt();
+  if (checkpoint || engine->reshard_after_forward()) engine->gather_group(group);
   torch::Tensor xi, yi;
   if (checkpoint) {
     const auto saved = ctx->get_saved_variables();
@@ -515,28 +546,21 @@ torch::autograd::variable_list ShardedLayerFn::backward(torch::autograd::Autogra
     ctx->saved_data.erase("x");
     ctx->saved_data.erase("y");
   }
+  Unit* u = engine->trainable_unit(group);
   std::vector<torch::Tensor> inputs{xi};
-  std::vector<size_t> which;  // parameter indices among inputs[1..]
-  for (size_t i = 0; i < u.params.size(); ++i) {
-    if (u.params[i].requires_grad()) {
-      inputs.push_back(u.params[i]);
-      which.push_back(i);
-    }
-  }
+  if (u != nullptr) inputs.insert(inputs.end(), u->params.begin(), u->params.end());
   torch::Tensor shard_grad;
   torch::Tensor gx;
   try {
     const auto grads = torch::autograd::grad({yi}, inputs, {grad_out[0]}, /*retain_graph=*/false,
                                              /*create_graph=*/false, /*allow_unused=*/true);
     gx = grads[0];
-    std::vector<torch::Tensor> per_param(u.params.size());
-    for (size_t k = 0; k < which.size(); ++k) per_param[which[k]] = grads[k + 1];
-    shard_grad = engine->reduce_unit_grad(u, per_param);
+    if (u != nullptr) shard_grad = engine->reduce_unit_grad(*u, std::vector<torch::Tensor>(grads.begin() + 1, grads.end()));
   } catch (...) {
-    engine->release(u);
+    engine->release_group(group);
     throw;
   }
-  engine->release(u);
+  engine->release_group(group);
   return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor(), shard_grad, torch::Tensor(), torch::Tensor(),
           torch::Tensor(), torch::Tensor(), torch::Tensor()};
 }

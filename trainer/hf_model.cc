@@ -509,7 +509,8 @@ void save_hf(const CausalLm& model, const std::string& out_dir, const std::strin
 
   files::make_dirs(out_dir);
   std::vector<safetensors::NamedTensor> tensors;
-  for (const auto& p : model->named_parameters(/*recurse=*/true)) tensors.push_back({p.key(), p.value()});
+  // With LoRA adapters, the merged weights (W + B A alpha / r) under the base names.
+  for (const auto& [name, t] : merged_lora_parameters(*model)) tensors.push_back({name, t});
   safetensors::WriteOptions wo;
   wo.max_shard_bytes = options.max_shard_bytes;
   wo.dtype = options.dtype;
@@ -523,6 +524,84 @@ void save_hf(const CausalLm& model, const std::string& out_dir, const std::strin
   // config.json last: a directory with a config.json is a complete export.
   files::write_atomic(config_path(out_dir), j.dump(2) + "\n");
   log::Info() << "model: exported " << arch << " (" << hf_dtype_name(options.dtype) << ") to " << out_dir;
+}
+
+namespace {
+constexpr const char* kPeftPrefix = "base_model.model.";
+}  // namespace
+
+void save_peft_adapter(const CausalLm& model, const LoraSpec& spec, const std::string& out_dir,
+                       const std::string& base_model) {
+  std::vector<safetensors::NamedTensor> tensors;
+  for (const auto& p : model->named_parameters(/*recurse=*/true)) {
+    const std::string& name = p.key();
+    if (name.find(".lora_A.") == std::string::npos && name.find(".lora_B.") == std::string::npos) continue;
+    tensors.push_back({kPeftPrefix + name, p.value()});
+  }
+  if (tensors.empty()) {
+    throw Error{ExitCode::kFailure, "save_peft_adapter: the model has no LoRA adapters", "set actor_rollout_ref.model.lora_rank > 0"};
+  }
+  files::make_dirs(out_dir);
+  safetensors::write_file((fs::path(out_dir) / "adapter_model.safetensors").string(), tensors);
+  json targets = json::array();
+  for (const auto& t : spec.target_modules) targets.push_back(t);
+  const json config = {
+      {"peft_type", "LORA"},
+      {"task_type", "CAUSAL_LM"},
+      {"base_model_name_or_path", base_model},
+      {"r", spec.rank},
+      {"lora_alpha", spec.alpha},
+      {"lora_dropout", 0.0},
+      {"bias", "none"},
+      {"target_modules", spec.target_modules.size() == 1 && spec.target_modules[0] == "all-linear" ? json("all-linear") : targets},
+      {"exclude_modules", spec.exclude_modules.empty() ? json(nullptr) : json(spec.exclude_modules)},
+      {"fan_in_fan_out", false},
+      {"inference_mode", true},
+      {"init_lora_weights", true},
+      {"modules_to_save", nullptr},
+      {"use_rslora", false},
+      {"use_dora", false},
+  };
+  files::write_atomic((fs::path(out_dir) / "adapter_config.json").string(), config.dump(2) + "\n");
+  log::Info() << "model: exported the LoRA adapter (r=" << spec.rank << ", " << tensors.size() << " tensors) to " << out_dir;
+}
+
+void load_peft_adapter(CausalLm& model, const std::string& dir) {
+  const auto file = (fs::path(dir) / "adapter_model.safetensors").string();
+  if (!fs::is_regular_file(file)) {
+    throw Error{ExitCode::kInvalidConfig, "actor_rollout_ref.model.lora_adapter_path: " + file + " does not exist",
+                "point it at a PEFT adapter directory (adapter_config.json + adapter_model.safetensors)"};
+  }
+  const auto ckpt = safetensors::Checkpoint::open_file(file);
+  auto params = model->named_parameters(/*recurse=*/true);
+  torch::NoGradGuard no_grad;
+  int64_t loaded = 0;
+  for (const auto& stored : ckpt.names()) {
+    std::string name = stored.rfind(kPeftPrefix, 0) == 0 ? stored.substr(std::string(kPeftPrefix).size()) : stored;
+    // PEFT's live names carry the adapter's name (lora_A.default.weight); the saved ones do not.
+    for (const char* ab : {".lora_A.default.", ".lora_B.default."}) {
+      const auto at = name.find(ab);
+      if (at != std::string::npos) name.replace(at, std::string(ab).size(), std::string(ab).substr(0, 8));
+    }
+    auto* dst = params.find(name);
+    if (dst == nullptr) {
+      throw Error{ExitCode::kInvalidConfig,
+                  "actor_rollout_ref.model.lora_adapter_path: " + file + " holds " + stored +
+                      ", which the model's adapters do not have",
+                  "the adapter's target_modules and rank must match actor_rollout_ref.model.lora_rank / target_modules"};
+    }
+    const auto src = ckpt.view(stored);
+    if (src.sizes() != dst->sizes()) {
+      throw Error{ExitCode::kInvalidConfig,
+                  "actor_rollout_ref.model.lora_adapter_path: " + stored + " in " + file + " has shape " +
+                      c10::str(src.sizes()) + ", the model's is " + c10::str(dst->sizes()) +
+                      " (the adapter's r is not actor_rollout_ref.model.lora_rank?)",
+                  "set actor_rollout_ref.model.lora_rank to the adapter's r"};
+    }
+    dst->copy_(src);
+    ++loaded;
+  }
+  log::Info() << "model: loaded " << loaded << " LoRA tensors from " << file;
 }
 
 }  // namespace verl::trainer

@@ -83,4 +83,13 @@ void save_hf(const CausalLm& model, const std::string& out_dir, const std::strin
 // the config, else Qwen3 (qk_norm), Qwen2 (q/k/v bias only), Mistral (sliding window) or Llama.
 std::string hf_architecture_for(const ModelConfig& config);
 
+// A LoRA adapter in PEFT's layout (what PeftModel.from_pretrained loads on top of base_model):
+// adapter_config.json (r, lora_alpha, target_modules, ...) and adapter_model.safetensors with
+// the adapters' tensors named base_model.model.<name>.lora_{A,B}.weight. Atomic per file.
+void save_peft_adapter(const CausalLm& model, const LoraSpec& spec, const std::string& out_dir,
+                       const std::string& base_model);
+// Copies such an adapter's tensors into the model's adapters (add_lora first). Throws
+// kInvalidConfig naming the file and tensor for a tensor the model lacks or a shape mismatch.
+void load_peft_adapter(CausalLm& model, const std::string& dir);
+
 }  // namespace verl::trainer

@@ -65,6 +65,55 @@ FsdpConfig read_fsdp(const nlohmann::json& c, const std::string& path, bool has_
   return f;
 }
 
+// A module-name list as verl's target_modules / exclude_modules: a list, or a string of names
+// separated by commas ("all-linear" among them). PEFT also takes a regex string; that is refused.
+std::vector<std::string> read_module_names(const nlohmann::json& c, const std::string& path) {
+  const auto& v = at_path(c, path);
+  std::vector<std::string> out;
+  auto add = [&](const std::string& name) {
+    if (name.find_first_of("*.[]()|^$\\+?{}") != std::string::npos) {
+      throw Error{ExitCode::kInvalidConfig, "job config: key '" + path + "' = '" + name + "' looks like a regex",
+                  "list the projection names instead, e.g. [q_proj, v_proj] (or all-linear)"};
+    }
+    if (!name.empty()) out.push_back(name);
+  };
+  if (v.is_null()) return out;
+  if (v.is_string()) {
+    std::stringstream ss(v.get<std::string>());
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      part.erase(0, part.find_first_not_of(' '));
+      part.erase(part.find_last_not_of(' ') + 1);
+      add(part);
+    }
+    return out;
+  }
+  if (v.is_array()) {
+    for (const auto& e : v) {
+      if (!e.is_string()) throw Error{ExitCode::kInvalidConfig, "job config: key '" + path + "' holds a non-string: " + e.dump(), "a list of projection names"};
+      add(e.get<std::string>());
+    }
+    return out;
+  }
+  throw Error{ExitCode::kInvalidConfig, "job config: key '" + path + "' must be a list of names or a string: " + v.dump(),
+              "e.g. all-linear or [q_proj, v_proj]"};
+}
+
+LoraSpec read_lora(const nlohmann::json& c, const std::string& mp) {
+  LoraSpec l;
+  l.rank = get<int64_t>(c, mp + ".lora_rank");
+  if (l.rank < 0) {
+    throw Error{ExitCode::kInvalidConfig, "job config: key '" + mp + ".lora_rank' is " + std::to_string(l.rank),
+                "0 for full fine-tuning, or the adapters' rank (8, 16, 32, ...)"};
+  }
+  l.alpha = get<double>(c, mp + ".lora_alpha");
+  l.target_modules = read_module_names(c, mp + ".target_modules");
+  if (l.target_modules.empty()) l.target_modules = {"all-linear"};
+  l.exclude_modules = read_module_names(c, mp + ".exclude_modules");
+  l.adapter_path = get_nullable<std::string>(c, mp + ".lora_adapter_path");
+  return l;
+}
+
 // verl accepts a single path or a list of paths for data files.
 std::optional<std::vector<std::string>> get_files(const nlohmann::json& root,
                                                   const std::string& path) {
@@ -139,6 +188,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   auto& m = j.model;
   const std::string mp = "actor_rollout_ref.model";
   m.path = get_nullable<std::string>(c, mp + ".path");
+  m.lora = read_lora(c, mp);
   m.dtype = get<std::string>(c, mp + ".dtype");
   m.hidden_size = get<int64_t>(c, mp + ".hidden_size");
   m.intermediate_size = get<int64_t>(c, mp + ".intermediate_size");

@@ -49,8 +49,18 @@ struct DataConfig {
   BuiltinDataConfig builtin;
 };
 
+// actor_rollout_ref.model.lora_* (trainer/model.h add_lora): rank 0 is full fine-tuning.
+struct LoraSpec {
+  int64_t rank = 0;
+  double alpha = 16;
+  std::vector<std::string> target_modules{"all-linear"};
+  std::vector<std::string> exclude_modules;
+  std::optional<std::string> adapter_path;  // a PEFT adapter directory to start from
+};
+
 struct ModelArchConfig {
   std::optional<std::string> path;
+  LoraSpec lora;
   std::string dtype = "float32";       // float32 | bfloat16
   int64_t hidden_size = 64;
   int64_t intermediate_size = 176;

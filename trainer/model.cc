@@ -61,7 +61,12 @@ namespace {
 constexpr double kMaskValue = -1e9;
 
 torch::Tensor linear_in(const torch::Tensor& x, const Dense& layer, torch::Dtype dtype) {
-  return project(x, layer->weight, layer->bias, dtype);
+  auto y = project(x, layer->weight, layer->bias, dtype);
+  if (layer->lora_a.defined() && layer->lora_enabled) {
+    const auto xa = torch::linear(x.to(dtype), layer->lora_a.to(dtype));
+    y = y + torch::linear(xa, layer->lora_b.to(dtype)).mul(layer->lora_scaling).to(y.scalar_type());
+  }
+  return y;
 }
 
 torch::Tensor rotate_half(const torch::Tensor& x) {
@@ -619,6 +624,97 @@ torch::Device parse_device(const std::string& spec, const std::string& key) {
   }
   throw Error{ExitCode::kInvalidConfig, "job config: key '" + key + "' is '" + spec + "'",
               "choose auto, cpu, cuda or cuda:N"};
+}
+
+namespace {
+
+// The projections add_lora considers, by their own names, and whether a layer's is a target.
+const std::vector<std::string>& lora_candidates() {
+  static const std::vector<std::string> names = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  return names;
+}
+
+bool lora_selected(const std::string& name, const LoraSpec& spec) {
+  auto in = [&](const std::vector<std::string>& list) { return std::find(list.begin(), list.end(), name) != list.end(); };
+  const bool all = std::find(spec.target_modules.begin(), spec.target_modules.end(), "all-linear") != spec.target_modules.end();
+  return (all || in(spec.target_modules)) && !in(spec.exclude_modules);
+}
+
+}  // namespace
+
+int64_t add_lora(torch::nn::Module& model, const LoraSpec& spec, uint64_t seed) {
+  for (const auto& t : spec.target_modules) {
+    const auto& c = lora_candidates();
+    if (t != "all-linear" && std::find(c.begin(), c.end(), t) == c.end()) {
+      throw Error{ExitCode::kInvalidConfig,
+                  "actor_rollout_ref.model.target_modules: '" + t + "' is not a projection of the decoder layers",
+                  "use all-linear or names among q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"};
+    }
+  }
+  auto gen = at::detail::createCPUGenerator(seed);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) p.set_requires_grad(false);
+  int64_t adapted = 0;
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    auto* dense = dynamic_cast<DenseImpl*>(item.value().get());
+    if (dense == nullptr) continue;
+    const std::string& path = item.key();
+    if (path.find(".layers.") == std::string::npos) continue;  // not the heads
+    const std::string own = path.substr(path.rfind('.') + 1);
+    if (!lora_selected(own, spec)) continue;
+    const int64_t out = dense->weight.size(0), in = dense->weight.size(1);
+    const auto opts = dense->weight.options();
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    auto a = torch::empty({spec.rank, in}, torch::kFloat32).uniform_(-bound, bound, gen);
+    auto lora_a = std::make_shared<torch::nn::Module>();
+    auto lora_b = std::make_shared<torch::nn::Module>();
+    dense->lora_a = lora_a->register_parameter("weight", a.to(opts));
+    dense->lora_b = lora_b->register_parameter("weight", torch::zeros({out, spec.rank}, opts));
+    dense->register_module("lora_A", lora_a);
+    dense->register_module("lora_B", lora_b);
+    dense->lora_scaling = spec.alpha / static_cast<double>(spec.rank);
+    ++adapted;
+  }
+  if (adapted == 0) {
+    throw Error{ExitCode::kInvalidConfig,
+                "actor_rollout_ref.model.target_modules: no layer of the model is selected (after exclude_modules)",
+                "use all-linear, or name projections the model has"};
+  }
+  return adapted;
+}
+
+void set_lora_enabled(torch::nn::Module& model, bool enabled) {
+  for (const auto& m : model.modules(/*include_self=*/false)) {
+    if (auto* dense = dynamic_cast<DenseImpl*>(m.get())) dense->lora_enabled = enabled;
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> merged_lora_parameters(const torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> merged;  // weight name -> W + B A s
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    const auto* dense = dynamic_cast<const DenseImpl*>(item.value().get());
+    if (dense == nullptr || !dense->lora_a.defined()) continue;
+    const auto w = dense->weight.detach();
+    merged[item.key() + ".weight"] =
+        (w.to(torch::kFloat32) + torch::matmul(dense->lora_b.to(torch::kFloat32), dense->lora_a.to(torch::kFloat32)) *
+                                     dense->lora_scaling)
+            .to(w.scalar_type());
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
+    const std::string& name = p.key();
+    if (name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos) continue;
+    const auto it = merged.find(name);
+    out.emplace_back(name, it != merged.end() ? it->second : p.value());
+  }
+  return out;
+}
+
+int64_t count_trainable(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters()) n += p.requires_grad() ? p.numel() : 0;
+  return n;
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

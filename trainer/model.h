@@ -111,10 +111,15 @@ struct KvCache {
 
 // x @ weight^T + bias with parameters named as torch::nn::Linear's ("weight" [out, in], "bias"
 // [out]), allocated uninitialised on options' device and dtype.
+// With a LoRA adapter (add_lora), the layer computes x W^T + b + (x A^T) B^T * alpha / r, A and B
+// registered as PEFT names them (lora_A.weight [r, in], lora_B.weight [out, r]).
 class DenseImpl : public torch::nn::Module {
  public:
   DenseImpl(int64_t in, int64_t out, bool bias, const torch::TensorOptions& options = {});
   torch::Tensor weight, bias;  // bias undefined when absent
+  torch::Tensor lora_a, lora_b;  // undefined without an adapter
+  double lora_scaling = 0;
+  bool lora_enabled = true;      // false: the base layer alone (the reference policy)
 };
 TORCH_MODULE(Dense);
 
@@ -340,5 +345,22 @@ torch::Device parse_device(const std::string& spec, const std::string& key);
 void limit_device_memory(const torch::Device& device, double fraction);
 
 int64_t count_parameters(const torch::nn::Module& module);
+// Those with requires_grad (under LoRA: the adapters).
+int64_t count_trainable(const torch::nn::Module& module);
+
+// LoRA as verl configures it (actor_rollout_ref.model.lora_rank, lora_alpha, target_modules,
+// exclude_modules) and PEFT builds it: every Dense of the decoder layers whose own name (q_proj,
+// k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj) is in target_modules ("all-linear": all
+// of them; PEFT's all-linear leaves out the output head, so do we) and not in exclude_modules gets
+// A [r, in] ~ PEFT's kaiming-uniform (U(-1/sqrt(in), 1/sqrt(in))) from a CPU generator seeded with
+// `seed`, and B [out, r] = 0, so the adapted model starts equal to the base. Every other
+// parameter is frozen (requires_grad false). Returns the number of adapted layers; throws
+// verl::Error kInvalidConfig naming the key when a target matches nothing.
+int64_t add_lora(torch::nn::Module& model, const LoraSpec& spec, uint64_t seed);
+// Adapters on (the policy) or off (the base model: verl's reference policy under LoRA).
+void set_lora_enabled(torch::nn::Module& model, bool enabled);
+// The model's parameters by name with each adapted weight replaced by W + B A * alpha / r (and
+// without the adapters' own tensors): what the rollout and the HF export take.
+std::vector<std::pair<std::string, torch::Tensor>> merged_lora_parameters(const torch::nn::Module& model);
 
 }  // namespace verl::trainer

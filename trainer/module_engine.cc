@@ -76,7 +76,12 @@ std::unique_ptr<ModuleEngine> make_module_engine(torch::nn::Module& module, Para
                 "use fsdp_size=-1 with offload"};
   }
   const bool sharded = (world > 1 && f.fsdp_size != 1) || offload;
-  if (!sharded) return make_replicated_engine(module.parameters(), strategy);
+  if (!sharded) {
+    std::vector<torch::Tensor> trainable;  // LoRA freezes the base weights; the reference all of it
+    for (const auto& p : module.parameters())
+      if (spec.trainable && p.requires_grad()) trainable.push_back(p);
+    return make_replicated_engine(std::move(trainable), strategy);
+  }
   return make_sharded_engine(module, strategy.distributed(), device, spec);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 
 #include "common/error.h"
@@ -249,7 +250,8 @@ bool PpoTrainer::maybe_save(int64_t step, bool force) {
                  {"actor_updates", actor_->updates()},
                  {"critic_updates", critic_ ? critic_->updates() : 0},
                  {"sft_epoch", sft_sampler_->state().epoch},
-                 {"sft_cursor", sft_sampler_->state().cursor}};
+                 {"sft_cursor", sft_sampler_->state().cursor},
+                 {"lora_base_is_warm_start", actor_->lora_base_is_warm_start()}};
   // The HF export writes the whole actor: gathered on every rank when it is sharded.
   c10::optional<FullParamsScope> full;
   if (parts.actor_hf_export) full.emplace(actor_->engine());
@@ -403,9 +405,17 @@ MetricMap PpoTrainer::sft_step() {
 }
 
 void PpoTrainer::after_sft() {
+  if (actor_->lora_pending()) {
+    actor_->enter_lora();
+    rollout_stale_ = true;
+    if (strategy_->is_rank0())
+      log::Info() << "lora: adapters added after the warm start (its model is the base and the reference)";
+  }
   // The reference is the policy RL starts from; the critic starts from the same backbone.
   FullParamsScope actor_full(actor_->engine());
-  if (config_.use_reference()) ref_ = std::make_unique<RefWorker>(config_, actor_->module(), ref_device_, *strategy_);
+  // Under LoRA the reference is the actor with its adapters off: no copy.
+  if (config_.use_reference() && !actor_->lora())
+    ref_ = std::make_unique<RefWorker>(config_, actor_->module(), ref_device_, *strategy_);
   // A critic from its own directory keeps its backbone (verl's critic.model.path).
   if (critic_ && !critic_from_path_) {
     FullParamsScope critic_full(critic_->engine());
@@ -416,7 +426,16 @@ void PpoTrainer::after_sft() {
 
 std::function<void(const std::string&)> PpoTrainer::hf_export() {
   if (model_dir_.empty()) return {};  // the built-in model has no HF tokenizer to go with it
-  return [this](const std::string& dir) { save_hf(actor_->module(), dir, model_dir_); };
+  return [this](const std::string& dir) {
+    save_hf(actor_->module(), dir, model_dir_);  // merged weights under LoRA
+    // verl's actor/lora_adapter/ beside actor/huggingface/: the adapter in PEFT's layout.
+    if (actor_->lora() && actor_->lora_base_is_warm_start()) {
+      log::Warn() << "lora: no lora_adapter/ export: the adapters' base is the warm start's model, which no file on "
+                     "disk holds; huggingface/ holds the whole merged model";
+    } else if (actor_->lora()) {
+      save_peft_adapter(actor_->module(), config_.model.lora, (std::filesystem::path(dir).parent_path() / "lora_adapter").string(), model_dir_);
+    }
+  };
 }
 
 // ---------------------------------------------------------------- the RL step
@@ -604,6 +623,9 @@ MetricMap PpoTrainer::train_step(int64_t step) {
   if (ref_) {
     ScopedTimer timer(m, "ref");
     sb.ref_log_prob = ref_->compute_ref_log_prob(sb.rb).to(actor_device_);
+  } else if (config_.use_reference()) {  // LoRA: the base model is the reference
+    ScopedTimer timer(m, "ref");
+    sb.ref_log_prob = actor_->compute_base_log_prob(sb.rb);
   }
   if (critic_) {
     ScopedTimer timer(m, "values");
@@ -677,17 +699,19 @@ FitResult PpoTrainer::fit() {
   const auto& t = config_.trainer;
   const int64_t total = total_steps();
   int64_t resumed_from = -1;
+  const auto resume_dir = ckpt_->resolve_resume(parse_resume_mode(t.resume_mode), t.resume_from_path.value_or(""));
+  // A checkpoint of the RL steps holds the actor with its adapters: add them before loading.
+  if (resume_dir && actor_->lora_pending()) actor_->enter_lora();
   CheckpointParts parts;
   actor_->add_to(parts);
   if (critic_) critic_->add_to(parts);
   // The reference is part of the checkpoint: a resumed run must get back the post-SFT policy,
   // not a copy of the resumed actor. Built here so that load() has a module to fill.
-  if (config_.use_reference()) {
+  if (config_.use_reference() && !actor_->lora()) {
     FullParamsScope actor_full(actor_->engine());
     ref_ = std::make_unique<RefWorker>(config_, actor_->module(), ref_device_, *strategy_);
     ref_->add_to(parts);
   }
-  const auto resume_dir = ckpt_->resolve_resume(parse_resume_mode(t.resume_mode), t.resume_from_path.value_or(""));
   if (resume_dir) {
     const auto st = ckpt_->load(*resume_dir, parts);
     global_step_ = st.global_step;
@@ -699,6 +723,7 @@ FitResult PpoTrainer::fit() {
     kl_ctrl_->set_value(st.kl_coef);
     sft_steps_done_ = st.extra.value("sft_steps_done", int64_t{0});
     actor_->set_updates(st.extra.value("actor_updates", int64_t{0}));
+    actor_->set_lora_base_is_warm_start(st.extra.value("lora_base_is_warm_start", false));
     if (critic_) critic_->set_updates(st.extra.value("critic_updates", int64_t{0}));
     rollout_stale_ = true;
     SamplerState sft_ss;

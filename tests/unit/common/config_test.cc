@@ -291,9 +291,9 @@ TEST(VerlKeys, TheSlotEnginesKnobsAreRealKeysWithVerlsDefaults) {
 }
 
 TEST(VerlKeys, AnUnsupportedFeatureSwitchedOnIsAnErrorThatSaysNotSupported) {
-  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.strategy=megatron", "actor_rollout_ref.model.lora_rank=32",
+  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.actor.strategy=megatron", "critic.model.lora_rank=32",
                                     "actor_rollout_ref.actor.fsdp_config.offload_policy=true"});
-  for (const std::string key : {"actor_rollout_ref.actor.strategy", "actor_rollout_ref.model.lora_rank",
+  for (const std::string key : {"actor_rollout_ref.actor.strategy", "critic.model.lora_rank",
                                 "actor_rollout_ref.actor.fsdp_config.offload_policy"}) {
     const Issue* i = issue_at(d, key);
     ASSERT_NE(i, nullptr) << key;

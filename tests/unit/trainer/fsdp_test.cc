@@ -46,6 +46,7 @@ struct RunOptions {
   bool checkpointing = false;
   SequenceLayout layout = SequenceLayout::kPadded;
   int steps = 3;
+  bool lora = false;  // adapters r=4 on every projection, the base frozen
 };
 
 struct RunResult {
@@ -77,6 +78,12 @@ struct Trained {
   Trained(Distributed& d, const RunOptions& o) {
     model = make_causal_lm(tiny(), /*seed=*/7);
     model->model->set_gradient_checkpointing(o.checkpointing);
+    if (o.lora) {
+      LoraSpec l;
+      l.rank = 4;
+      l.alpha = 8;
+      add_lora(*model, l, /*seed=*/1);
+    }
     strategy = make_data_parallel(&d);
     FsdpConfig f = o.fsdp;
     if (!o.sharded) f.fsdp_size = 1;
@@ -155,6 +162,7 @@ struct Case {
   bool reshard_after_forward;
   bool checkpointing;
   SequenceLayout layout;
+  bool lora = false;
 };
 
 class FsdpMatchesDp : public ::testing::TestWithParam<Case> {};
@@ -168,6 +176,7 @@ TEST_P(FsdpMatchesDp, SameLossesAndWeights) {
   o.fsdp.reshard_after_forward = c.reshard_after_forward;
   o.checkpointing = c.checkpointing;
   o.layout = c.layout;
+  o.lora = c.lora;
   o.sharded = false;
   const auto dp = run(c.world, o);
   o.sharded = true;
@@ -181,12 +190,35 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, FsdpMatchesDp,
     ::testing::Values(Case{2, true, false, SequenceLayout::kPadded}, Case{2, false, false, SequenceLayout::kPadded},
                       Case{2, true, true, SequenceLayout::kRemovePadding},
-                      Case{4, true, false, SequenceLayout::kRemovePadding}),
+                      Case{4, true, false, SequenceLayout::kRemovePadding},
+                      Case{2, true, false, SequenceLayout::kRemovePadding, /*lora=*/true}),
     [](const ::testing::TestParamInfo<Case>& i) {
       return "world" + std::to_string(i.param.world) + (i.param.reshard_after_forward ? "_reshard" : "_keep") +
              (i.param.checkpointing ? "_ckpt" : "") +
-             (i.param.layout == SequenceLayout::kPadded ? "_padded" : "_packed");
+             (i.param.layout == SequenceLayout::kPadded ? "_padded" : "_packed") + (i.param.lora ? "_lora" : "");
     });
+
+// LoRA under FSDP: the base weights are separate frozen units the optimizer never sees (AdamW's
+// weight decay would otherwise move them); only the adapters change.
+TEST(Fsdp, LoraBaseWeightsStayFrozen) {
+  RunOptions o;
+  o.lora = true;
+  o.steps = 2;
+  const auto trained = run(2, o);
+  o.steps = 0;
+  const auto initial = run(2, o);
+  int adapters_moved = 0;
+  for (const auto& [name, p] : initial.params) {
+    const bool adapter = name.find(".lora_") != std::string::npos;
+    const double moved = (p - trained.params.at(name)).abs().max().item<double>();
+    if (adapter) {
+      adapters_moved += moved > 0;
+    } else {
+      EXPECT_EQ(moved, 0.0) << name;
+    }
+  }
+  EXPECT_GT(adapters_moved, 20);
+}
 
 // Offload moves where the state lives, not what is computed: bit-identical on the CPU.
 TEST(Fsdp, OffloadGivesTheSameNumbers) {

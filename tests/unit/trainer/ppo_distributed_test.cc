@@ -140,6 +140,45 @@ INSTANTIATE_TEST_SUITE_P(Engines, PpoDistributed, ::testing::Values("-1", "1"),
                            return i.param == "1" ? std::string("Replicated") : std::string("Sharded");
                          });
 
+// LoRA (actor_rollout_ref.model.lora_rank): the reference is the base model (the actor with its
+// adapters off, no copy: no ref/ in the checkpoint); the adapters come after the warm start, whose
+// model is the base, so the KL starts at 0 and grows; two sharded ranks train the adapters like one rank on the
+// doubled batch.
+TEST(PpoLora, ReferenceIsTheBaseModelAndTwoShardedRanksMatchOne) {
+  const std::vector<std::string> extra = {
+      "trainer.total_training_steps=3", "trainer.save_freq=3",
+      "actor_rollout_ref.model.lora_rank=4", "actor_rollout_ref.model.lora_alpha=32",
+      "actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.actor.optim.lr=1e-3",
+      "actor_rollout_ref.actor.ppo_epochs=1",  // the built-in preset's 2 would step before the 2nd epoch's KL
+      "actor_rollout_ref.actor.ppo_mini_batch_size=8", "critic.ppo_mini_batch_size=8",
+      "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean", "critic.loss_agg_mode=seq-mean-token-mean",
+  };
+  const std::string one_dir = fresh_dir("lora_one"), two_dir = fresh_dir("lora_two");
+  {
+    PpoTrainer t(small_job(one_dir, extra), nullptr);
+    t.fit();
+  }
+  run_world(2, [&](Distributed& d) {
+    PpoTrainer t(small_job(two_dir, extra), &d);
+    t.fit();
+  });
+  const auto one = read_jsonl(one_dir + "/metrics.jsonl");
+  const auto two = read_jsonl(two_dir + "/metrics.jsonl");
+  ASSERT_EQ(one.size(), 3u);
+  ASSERT_EQ(two.size(), 3u);
+  EXPECT_NEAR(one[0]["actor/kl_loss"].get<double>(), 0.0, 1e-6);
+  EXPECT_GT(one[2]["actor/kl_loss"].get<double>(), 1e-6);
+  for (size_t i = 0; i < 3; ++i) {
+    for (const std::string key : {"critic/score/mean", "actor/pg_loss", "actor/kl_loss", "actor/grad_norm"}) {
+      const double a = one[i][key].get<double>(), b = two[i][key].get<double>();
+      EXPECT_NEAR(a, b, 1e-4 * std::max(1.0, std::fabs(a))) << "step " << i + 1 << ": " << key;
+    }
+  }
+  EXPECT_FALSE(fs::exists(one_dir + "/global_step_3/ref"));
+  EXPECT_FALSE(fs::exists(two_dir + "/global_step_3/ref"));
+  EXPECT_TRUE(fs::exists(two_dir + "/global_step_3/actor/model_world_size_2_rank_1.pt"));
+}
+
 // FSDP checkpoints are sharded per rank in verl's layout; 2 ranks x (2 steps + resume 2) equal 2
 // ranks x 4 steps straight (the reference policy sharded too: use_kl_loss), and the same
 // checkpoint resumes on ONE rank with param_offload (its shards joined and re-cut), which then
