@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "launcher/cluster.h"
 #include "launcher/resources.h"
+#include "launcher/wire.h"
 #include "probes/harness.h"
 
 namespace verl::cli {
@@ -32,12 +33,13 @@ std::string seconds(double s) {
 Json latest_probes(const HeadTarget& target) {
   auto client = connect(target);
   std::string latest;
-  for (const auto& j : client->get("/api/jobs").value("jobs", Json::array()))  // newest first
-    if (j.value("kind", std::string()) == "probe" && j.value("state", std::string()) != "PENDING" &&
-        j.value("state", std::string()) != "RUNNING") {
-      latest = j.value("id", std::string());
+  for (const auto& entry : client->get("/api/jobs").value("jobs", Json::array())) {  // newest first
+    const auto j = launcher::wire::parse<launcher::wire::JobSummary>(entry);
+    if (j.kind == launcher::JobKind::kProbe && launcher::is_terminal(j.state)) {
+      latest = j.id;
       break;
     }
+  }
   if (latest.empty()) return nullptr;
   const Json job = client->get("/api/jobs/" + latest);
   Json out = {{"job", latest}, {"state", job.value("state", std::string())}};
@@ -99,7 +101,8 @@ void register_status(CLI::App& app, Context& ctx) {
       const auto res = launcher::resources_from_json(n.at("resources"));
       std::string note;
       const std::string state = n.value("state", "?");
-      if (state != "alive" && n.contains("lost_ms") && n["lost_ms"].is_number())
+      if (launcher::from_string<launcher::NodeState>(state) != launcher::NodeState::kAlive && n.contains("lost_ms") &&
+          n["lost_ms"].is_number())
         note = state + " at " + clock_time(n["lost_ms"].get<int64_t>()) + ": " + n.value("reason", "");
       // Declared resources (nodes[].resources) show what was detected beside them: "2/8*".
       std::string cpus = std::to_string(res.cpus), gpus = std::to_string(res.gpus);

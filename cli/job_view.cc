@@ -6,6 +6,7 @@
 
 #include "cli/output.h"
 #include "common/error.h"
+#include "launcher/wire.h"
 
 namespace verl::cli {
 namespace {
@@ -100,7 +101,8 @@ std::string closing_summary(const Json& job, const Json& rows) {
   const std::string dir = placement[0]["dir"].get<std::string>();
   out += "  job directory: " + dir + " (on " + placement[0].value("host", std::string("?")) + ")\n" +
          "  logs:          verlctl logs " + job.value("id", std::string()) + " (files in " + dir + "/logs)\n";
-  if (job.value("kind", std::string()) != "train" || !job.contains("config")) return out;
+  if (launcher::wire::parse<launcher::wire::JobSummary>(job).kind != launcher::JobKind::kTrain || !job.contains("config"))
+    return out;
   const Json& trainer = job["config"].value("trainer", Json::object());
   std::string ckpt = trainer.value("default_local_dir", std::string());
   if (ckpt.empty()) return out;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "launcher/resources.h"
+#include "launcher/states.h"
 
 namespace SQLite {
 class Database;
@@ -32,8 +33,6 @@ class Database;
 
 namespace verl::launcher {
 
-enum class NodeState { kAlive, kLost, kLeft };
-const char* state_name(NodeState state);  // alive | lost | left
 
 struct NodeRecord {
   int64_t id = 0;
