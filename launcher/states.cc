@@ -48,6 +48,17 @@ struct Table<OrderAction> {
   static constexpr std::array<const char*, 2> kNames = {"start", "stop"};
 };
 
+template <>
+struct Table<ProcessRole> {
+  static constexpr const char* kWhat = "process role";
+  static constexpr std::array<const char*, 3> kNames = {"head", "agent", "process"};
+};
+template <>
+struct Table<ClusterStatus> {
+  static constexpr const char* kWhat = "cluster status";
+  static constexpr std::array<const char*, 4> kNames = {"starting", "up", "failed", "down"};
+};
+
 template <typename E>
 const char* name_of(E v) {
   const auto i = static_cast<size_t>(v);
@@ -90,6 +101,8 @@ const char* to_string(TaskState v) { return name_of(v); }
 const char* to_string(NodeState v) { return name_of(v); }
 const char* to_string(ReportState v) { return name_of(v); }
 const char* to_string(OrderAction v) { return name_of(v); }
+const char* to_string(ProcessRole v) { return name_of(v); }
+const char* to_string(ClusterStatus v) { return name_of(v); }
 
 template <>
 JobKind from_string<JobKind>(const std::string& name) { return parse<JobKind>(name); }
@@ -105,6 +118,10 @@ template <>
 ReportState from_string<ReportState>(const std::string& name) { return parse<ReportState>(name); }
 template <>
 OrderAction from_string<OrderAction>(const std::string& name) { return parse<OrderAction>(name); }
+template <>
+ProcessRole from_string<ProcessRole>(const std::string& name) { return parse<ProcessRole>(name); }
+template <>
+ClusterStatus from_string<ClusterStatus>(const std::string& name) { return parse<ClusterStatus>(name); }
 
 template <>
 std::vector<std::string> names<JobKind>() { return all_names<JobKind>(); }
@@ -120,5 +137,9 @@ template <>
 std::vector<std::string> names<ReportState>() { return all_names<ReportState>(); }
 template <>
 std::vector<std::string> names<OrderAction>() { return all_names<OrderAction>(); }
+template <>
+std::vector<std::string> names<ProcessRole>() { return all_names<ProcessRole>(); }
+template <>
+std::vector<std::string> names<ClusterStatus>() { return all_names<ClusterStatus>(); }
 
 }  // namespace verl::launcher

@@ -26,6 +26,10 @@ enum class NodeState { kAlive, kLost, kLeft };          // alive | lost | left
 // A task as its agent reports it in a heartbeat.
 enum class ReportState { kRunning, kExited };  // running | exited
 enum class OrderAction { kStart, kStop };      // start | stop
+// A daemon of a cluster (state.json, backend.h); process: a leftover that down found by its
+// command line and never recorded.
+enum class ProcessRole { kHead, kAgent, kProcess };            // head | agent | process
+enum class ClusterStatus { kStarting, kUp, kFailed, kDown };  // a cluster as up/down left it (state.json)
 
 const char* to_string(JobKind v);
 const char* to_string(TaskKind v);
@@ -34,6 +38,8 @@ const char* to_string(TaskState v);
 const char* to_string(NodeState v);
 const char* to_string(ReportState v);
 const char* to_string(OrderAction v);
+const char* to_string(ProcessRole v);
+const char* to_string(ClusterStatus v);
 
 // "train" -> JobKind::kTrain; anything else throws std::invalid_argument:
 // "unknown job kind 'x' (train, probe or command)".
@@ -53,6 +59,10 @@ template <>
 ReportState from_string<ReportState>(const std::string& name);
 template <>
 OrderAction from_string<OrderAction>(const std::string& name);
+template <>
+ProcessRole from_string<ProcessRole>(const std::string& name);
+template <>
+ClusterStatus from_string<ClusterStatus>(const std::string& name);
 
 // Every name of E, in declaration order ("train, probe or command" in errors and docs tests).
 template <typename E>
@@ -71,5 +81,9 @@ template <>
 std::vector<std::string> names<ReportState>();
 template <>
 std::vector<std::string> names<OrderAction>();
+template <>
+std::vector<std::string> names<ProcessRole>();
+template <>
+std::vector<std::string> names<ClusterStatus>();
 
 }  // namespace verl::launcher

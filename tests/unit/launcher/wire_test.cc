@@ -294,6 +294,9 @@ TEST(WireMessages, EnumNamesRoundTripAndUnknownOnesNameTheValue) {
   for (const auto& n : names<NodeState>()) EXPECT_EQ(to_string(from_string<NodeState>(n)), n);
   for (const auto& n : names<ReportState>()) EXPECT_EQ(to_string(from_string<ReportState>(n)), n);
   for (const auto& n : names<OrderAction>()) EXPECT_EQ(to_string(from_string<OrderAction>(n)), n);
+  for (const auto& n : names<ProcessRole>()) EXPECT_EQ(to_string(from_string<ProcessRole>(n)), n);
+  for (const auto& n : names<ClusterStatus>()) EXPECT_EQ(to_string(from_string<ClusterStatus>(n)), n);
+  EXPECT_EQ(refusal_of([] { from_string<ClusterStatus>("Up"); }), "unknown cluster status 'Up' (starting, up, failed or down)");
   EXPECT_EQ(refusal_of([] { from_string<NodeState>("gone"); }), "unknown node state 'gone' (alive, lost or left)");
   EXPECT_EQ(refusal_of([] { from_string<JobState>("running"); }),
             "unknown job state 'running' (PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED)");
