@@ -457,7 +457,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         for (const auto& n : r->body.value("nodes", Json::array())) {
           const std::string node = n.value("name", "");
           auto a = std::find_if(agents.begin(), agents.end(), [&](const ProcessRecord& p) { return p.node == node; });
-          if (a == agents.end() || registered.count(node) || n.value("state", "") != "alive") continue;
+          if (a == agents.end() || registered.count(node) || n.value("state", "") != to_string(NodeState::kAlive)) continue;
           if (!backend->started_as(*a, n.value("pid", int64_t{0}))) continue;  // another agent under its name
           registered.insert(node);
           const Resources res = resources_from_json(n.at("resources"));

@@ -230,7 +230,8 @@ void Head::install_routes() {
                {"expected_nodes", options_.expected_nodes},
                {"store_port", options_.store_port},
                {"probe_ports", options_.probe_ports},
-               {"counts", {{"alive", alive}, {"lost", lost}, {"left", left}}}});
+               {"counts",
+                {{to_string(NodeState::kAlive), alive}, {to_string(NodeState::kLost), lost}, {to_string(NodeState::kLeft), left}}}});
   });
 
   http.Post("/api/shutdown", [this](const httplib::Request&, httplib::Response& res) {
