@@ -288,7 +288,7 @@ void register_smoke(CLI::App& app, Context& ctx) {
       const Json nodes = client->get("/api/nodes").value("nodes", Json::array());
       int alive = 0;
       for (const auto& n : nodes)
-        alive += launcher::from_string<launcher::NodeState>(n.value("state", std::string())) == launcher::NodeState::kAlive;
+        alive += launcher::wire::parse<launcher::wire::NodeView>(n).state == launcher::NodeState::kAlive;
       if (alive != a->local)
         throw CheckFailed{std::to_string(alive) + " of " + std::to_string(a->local) + " nodes alive after up"};
       return "head " + r.state.head_host + ":" + std::to_string(r.state.head_port) + ", " + std::to_string(alive) +

@@ -191,7 +191,7 @@ void Head::install_routes() {
     const bool samples = req.get_param_value("samples") == "1";
     Json nodes = Json::array();
     for (const auto& n : registry_.nodes()) {
-      Json j = to_json(n, now);
+      Json j = node_view(n, now);
       if (samples) {
         std::lock_guard<std::mutex> lock(samples_mu_);
         Json list = Json::array();

@@ -43,19 +43,21 @@ auto guarded(const char* what, F&& f) -> decltype(f()) {
 }  // namespace
 
 
-nlohmann::ordered_json to_json(const NodeRecord& n, int64_t now_ms) {
-  return {{"id", n.id},
-          {"name", n.name},
-          {"host", n.host},
-          {"pid", n.pid},
-          {"state", to_string(n.state)},
-          {"resources", to_json(n.resources)},
-          {"registered_ms", n.registered_ms},
-          {"last_heartbeat_ms", n.last_heartbeat_ms},
-          {"heartbeat_age_s", static_cast<double>(now_ms - n.last_heartbeat_ms) / 1000.0},
-          {"heartbeats", n.heartbeats},
-          {"lost_ms", n.state == NodeState::kAlive ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(n.lost_ms)},
-          {"reason", n.reason}};
+wire::NodeView node_view(const NodeRecord& n, int64_t now_ms) {
+  wire::NodeView v;
+  v.id = n.id;
+  v.name = n.name;
+  v.host = n.host;
+  v.pid = n.pid;
+  v.state = n.state;
+  v.resources = n.resources;
+  v.registered_ms = n.registered_ms;
+  v.last_heartbeat_ms = n.last_heartbeat_ms;
+  v.heartbeat_age_s = static_cast<double>(now_ms - n.last_heartbeat_ms) / 1000.0;
+  v.heartbeats = n.heartbeats;
+  if (n.state != NodeState::kAlive) v.lost_ms = n.lost_ms;
+  v.reason = n.reason;
+  return v;
 }
 
 NodeRegistry::NodeRegistry(const std::string& path) {

@@ -26,6 +26,7 @@
 
 #include "launcher/resources.h"
 #include "launcher/states.h"
+#include "launcher/wire.h"
 
 namespace SQLite {
 class Database;
@@ -49,7 +50,7 @@ struct NodeRecord {
 };
 
 // The node as the API shows it; heartbeat_age_s is measured at now_ms.
-nlohmann::ordered_json to_json(const NodeRecord& node, int64_t now_ms);
+wire::NodeView node_view(const NodeRecord& node, int64_t now_ms);
 
 class NodeRegistry {
  public:

@@ -215,6 +215,28 @@ void to_json(Json& j, const Register& v) {
   j = Json{{"name", v.name}, {"host", v.host}, {"pid", v.pid}, {"resources", to_json(v.resources)}};
 }
 
+namespace {
+
+// A node's resources (resources.h), when the body has them.
+void read_resources(const Reader& r, Resources* out) {
+  const Json* res = r.object("resources");
+  if (!res) return;
+  // resources_from_json converts with get<int>: check the numbers it reads first.
+  const Reader rr(*res, r.at("resources"));
+  rr.integer("cpus", 0, 0, kIntMax);
+  rr.integer("memory_bytes", 0, 0, kInt64Max);
+  rr.integer("gpus", 0, 0, kIntMax);
+  if (const Json* ports = rr.array("ib_ports"))
+    for (size_t i = 0; i < ports->size(); ++i) Reader((*ports)[i], rr.at("ib_ports", i)).integer("port", 0, 0, kIntMax);
+  try {
+    *out = resources_from_json(*res);
+  } catch (const Error& e) {
+    r.bad(e.what());
+  }
+}
+
+}  // namespace
+
 void from_json(const Json& j, Register& v) {
   const Reader r(j, "register");
   v = Register{};
@@ -222,20 +244,42 @@ void from_json(const Json& j, Register& v) {
   if (v.name.empty()) r.bad("'name' (a non-empty string) is required");
   v.host = r.string("host");
   v.pid = r.integer("pid", 0, 0, kInt64Max);
-  if (const Json* res = r.object("resources")) {
-    // resources_from_json converts with get<int>: check the numbers it reads first.
-    const Reader rr(*res, r.at("resources"));
-    rr.integer("cpus", 0, 0, kIntMax);
-    rr.integer("memory_bytes", 0, 0, kInt64Max);
-    rr.integer("gpus", 0, 0, kIntMax);
-    if (const Json* ports = rr.array("ib_ports"))
-      for (size_t i = 0; i < ports->size(); ++i) Reader((*ports)[i], rr.at("ib_ports", i)).integer("port", 0, 0, kIntMax);
-    try {
-      v.resources = resources_from_json(*res);
-    } catch (const Error& e) {
-      r.bad(e.what());
-    }
-  }
+  read_resources(r, &v.resources);
+}
+
+void to_json(Json& j, const NodeView& v) {
+  j = Json{{"id", v.id},
+           {"name", v.name},
+           {"host", v.host},
+           {"pid", v.pid},
+           {"state", to_string(v.state)},
+           {"resources", to_json(v.resources)},
+           {"registered_ms", v.registered_ms},
+           {"last_heartbeat_ms", v.last_heartbeat_ms},
+           {"heartbeat_age_s", v.heartbeat_age_s},
+           {"heartbeats", v.heartbeats},
+           {"lost_ms", v.lost_ms ? Json(*v.lost_ms) : Json(nullptr)},
+           {"reason", v.reason}};
+  if (v.gpu_samples) j["gpu_samples"] = *v.gpu_samples;
+}
+
+void from_json(const Json& j, NodeView& v) {
+  const Reader r(j, "node");
+  v = NodeView{};
+  v.id = r.integer("id", 0, 0, kInt64Max);
+  v.name = r.string("name");
+  v.host = r.string("host");
+  v.pid = r.integer("pid", 0, 0, kInt64Max);
+  r.require("state", "alive, lost or left");
+  v.state = r.enumeration("state", NodeState::kAlive);
+  read_resources(r, &v.resources);
+  v.registered_ms = r.integer("registered_ms", 0, 0, kInt64Max);
+  v.last_heartbeat_ms = r.integer("last_heartbeat_ms", 0, 0, kInt64Max);
+  v.heartbeat_age_s = r.number("heartbeat_age_s", 0, -1e12, 1e12, "seconds");
+  v.heartbeats = r.integer("heartbeats", 0, 0, kInt64Max);
+  v.lost_ms = r.opt_integer("lost_ms", 0, kInt64Max);
+  v.reason = r.string("reason");
+  if (const Json* samples = r.array("gpu_samples")) v.gpu_samples = *samples;
 }
 
 void to_json(Json& j, const RegisterReply& v) { j = Json{{"id", v.id}, {"heartbeat_interval_s", v.heartbeat_interval_s}}; }

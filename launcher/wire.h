@@ -106,6 +106,21 @@ struct HeartbeatReply {
   std::vector<TaskOrder> tasks;
 };
 
+// GET /api/nodes's entries: a node as the head's registry holds it.
+struct NodeView {
+  int64_t id = 0;
+  std::string name, host;
+  int64_t pid = 0;
+  NodeState state = NodeState::kAlive;
+  Resources resources;
+  int64_t registered_ms = 0, last_heartbeat_ms = 0;
+  double heartbeat_age_s = 0;
+  int64_t heartbeats = 0;
+  std::optional<int64_t> lost_ms;  // when it was lost or left; null while alive
+  std::string reason;              // why it was lost or left
+  std::optional<Json> gpu_samples;  // ?samples=1: [{time_ms, gpus}], the last 600
+};
+
 // POST /api/nodes/<id>/leave
 struct Leave {
   std::string reason = "agent left";
@@ -199,6 +214,7 @@ VERL_WIRE_MESSAGE(TaskReport)
 VERL_WIRE_MESSAGE(Heartbeat)
 VERL_WIRE_MESSAGE(TaskOrder)
 VERL_WIRE_MESSAGE(HeartbeatReply)
+VERL_WIRE_MESSAGE(NodeView)
 VERL_WIRE_MESSAGE(Leave)
 VERL_WIRE_MESSAGE(SubmitCommand)
 VERL_WIRE_MESSAGE(Submit)

@@ -151,6 +151,24 @@ wire::JobSummary full_summary() {
   return s;
 }
 
+wire::NodeView full_node() {
+  wire::NodeView n;
+  n.id = 3;
+  n.name = "node-1";
+  n.host = "h";
+  n.pid = 77;
+  n.state = NodeState::kLost;
+  n.resources.cpus = 4;
+  n.registered_ms = 100;
+  n.last_heartbeat_ms = 200;
+  n.heartbeat_age_s = 12.5;
+  n.heartbeats = 9;
+  n.lost_ms = 300;
+  n.reason = "no heartbeat for 10.2 s";
+  n.gpu_samples = Json::array({Json{{"time_ms", 200}, {"gpus", Json::array()}}});
+  return n;
+}
+
 // Writes v, reads it back, writes that: the same JSON.
 template <typename T>
 Json round_trip(const T& v) {
@@ -178,6 +196,7 @@ TEST(WireMessages, EveryMessageRoundTripsThroughJson) {
   round_trip(wire::Result{2, Json{{"rows", Json::array()}}});
   round_trip(wire::Metrics{Json::array({Json{{"step", 1}}})});
   round_trip(full_summary());
+  round_trip(full_node());
   // What the receivers rely on comes back as it was sent.
   const auto order = wire::parse<wire::TaskOrder>(Json(full_start()));
   EXPECT_EQ(order.kind, TaskKind::kCommand);
@@ -268,6 +287,9 @@ TEST(WireMessages, AFieldOfTheWrongTypeOrMissingIsRefusedNamingIt) {
   EXPECT_EQ(refusal<wire::Submit>(R"({"preflight": 1})"), "jobs: 'preflight' must be true or false");
   EXPECT_EQ(refusal<wire::Submit>(R"({"kind": "command", "command": {"argv": ["x"], "working_dir": {"source": "/s", "tar_base64": ""}}})"),
             "jobs: command.working_dir: 'tar_base64' (the directory as a tar) is empty");
+  EXPECT_EQ(refusal<wire::NodeView>(R"({"name": "n", "state": "alive", "resources": {"gpus": -1}})"),
+            "node: resources: 'gpus' must be an integer within 0..2147483647");
+  EXPECT_EQ(refusal<wire::NodeView>(R"({"name": "n"})"), "node: 'state' is required (alive, lost or left)");
   EXPECT_EQ(refusal<wire::JobSummary>(R"({"id": "job-1", "nnodes": "2"})"),
             "job summary: 'nnodes' must be an integer within 0..2147483647");
 }
@@ -463,6 +485,7 @@ TEST(WireMessages, DocsApiMdListsExactlyTheFieldsOfEveryMessage) {
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/results")), written(Json(wire::Result{})), "results");
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/metrics")), written(Json(wire::Metrics{})), "metrics");
   expect_same(documented(doc, "`JobSummary`:"), written(Json(full_summary())), "JobSummary");
+  expect_same(documented(doc, row("GET", "/api/nodes")), written(Json{{"nodes", Json::array({Json(full_node())})}}), "nodes");
   // The names of the enums the bodies carry.
   const auto submit_row = doc.substr(doc.find(row("POST", "/api/jobs")), 200);
   for (const auto& kind : names<JobKind>()) EXPECT_NE(submit_row.find('"' + kind + '"'), std::string::npos) << kind;
