@@ -397,15 +397,15 @@ void Head::install_job_routes() {
     std::vector<LogLine> lines = req.has_param("tail")
                                      ? jobs_.tail_lines(job->id, rank, static_cast<int>(std::clamp<int64_t>(query_int(req, "tail", 20, 0, kInt64Max), 0, 100000)))
                                      : jobs_.log_lines(job->id, rank, after, limit);
-    Json out = Json::array();
-    int64_t next = std::max(after, tail_end);
+    wire::LogsPage page;
+    page.next = std::max(after, tail_end);
     for (const auto& l : lines) {
-      out.push_back({{"seq", l.seq}, {"rank", l.rank}, {"host", l.host}, {"stream", l.stream}, {"text", l.text}});
-      next = std::max(next, l.seq);
+      page.lines.push_back(wire::LogLineView{l.seq, l.rank, l.host, l.stream, l.text});
+      page.next = std::max(page.next, l.seq);
     }
     // done: the job ended, its ranks are gone (their last partial lines flushed) and nothing is left.
-    const bool done = ended && (req.has_param("tail") || static_cast<int>(lines.size()) < limit);
-    reply(res, 200, Json{{"lines", out}, {"next", next}, {"done", done}});
+    page.done = ended && (req.has_param("tail") || static_cast<int>(lines.size()) < limit);
+    reply(res, 200, page);
   });
 
   http.Post(R"(/api/jobs/job-(\d+)/logs)", [this](const httplib::Request& req, httplib::Response& res) {

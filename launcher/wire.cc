@@ -472,6 +472,38 @@ void from_json(const Json& j, Logs& v) {
     for (size_t i = 0; i < chunks->size(); ++i) v.chunks.push_back(read_log_chunk((*chunks)[i], r.at("chunks", i)));
 }
 
+void to_json(Json& j, const LogLineView& v) {
+  j = Json{{"seq", v.seq}, {"rank", v.rank}, {"host", v.host}, {"stream", v.stream}, {"text", v.text}};
+}
+
+namespace {
+
+LogLineView read_log_line(const Json& j, const Where& where) {
+  const Reader r(j, where);
+  LogLineView l;
+  l.seq = r.integer("seq", 0, 0, kInt64Max);
+  l.rank = r.int32("rank", 0);
+  l.host = r.string("host");
+  l.stream = r.string("stream");
+  l.text = r.string("text");
+  return l;
+}
+
+}  // namespace
+
+void from_json(const Json& j, LogLineView& v) { v = read_log_line(j, "log line"); }
+
+void to_json(Json& j, const LogsPage& v) { j = Json{{"lines", v.lines}, {"next", v.next}, {"done", v.done}}; }
+
+void from_json(const Json& j, LogsPage& v) {
+  const Reader r(j, "logs page");
+  v = LogsPage{};
+  if (const Json* lines = r.array("lines"))
+    for (size_t i = 0; i < lines->size(); ++i) v.lines.push_back(read_log_line((*lines)[i], r.at("lines", i)));
+  v.next = r.integer("next", 0, 0, kInt64Max);
+  v.done = r.boolean("done", false);
+}
+
 void to_json(Json& j, const Result& v) { j = Json{{"rank", v.rank}, {"result", v.result}}; }
 
 void from_json(const Json& j, Result& v) {

@@ -179,6 +179,19 @@ struct Logs {
   std::vector<LogChunk> chunks;
 };
 
+// GET /api/jobs/<id>/logs: one page of lines, merged over ranks in seq order, and where the
+// next page starts; done: the job ended and nothing is left.
+struct LogLineView {
+  int64_t seq = 0;
+  int rank = 0;
+  std::string host, stream, text;
+};
+struct LogsPage {
+  std::vector<LogLineView> lines;
+  int64_t next = 0;
+  bool done = false;
+};
+
 // POST /api/jobs/<id>/results (agents)
 struct Result {
   int rank = 0;  // required
@@ -223,6 +236,8 @@ VERL_WIRE_MESSAGE(Stop)
 VERL_WIRE_MESSAGE(WorkingDir)
 VERL_WIRE_MESSAGE(LogChunk)
 VERL_WIRE_MESSAGE(Logs)
+VERL_WIRE_MESSAGE(LogLineView)
+VERL_WIRE_MESSAGE(LogsPage)
 VERL_WIRE_MESSAGE(Result)
 VERL_WIRE_MESSAGE(Metrics)
 VERL_WIRE_MESSAGE(JobSummary)

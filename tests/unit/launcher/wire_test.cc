@@ -197,6 +197,7 @@ TEST(WireMessages, EveryMessageRoundTripsThroughJson) {
   round_trip(wire::Metrics{Json::array({Json{{"step", 1}}})});
   round_trip(full_summary());
   round_trip(full_node());
+  round_trip(wire::LogsPage{{wire::LogLineView{4, 1, "h", "stderr", "x"}}, 4, true});
   // What the receivers rely on comes back as it was sent.
   const auto order = wire::parse<wire::TaskOrder>(Json(full_start()));
   EXPECT_EQ(order.kind, TaskKind::kCommand);
@@ -482,6 +483,8 @@ TEST(WireMessages, DocsApiMdListsExactlyTheFieldsOfEveryMessage) {
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/stop")), written(Json(wire::Stop{})), "stop");
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/stop"), "->"), written(Json(wire::JobRef{})), "stop answer");
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/logs")), written(Json(full_logs())), "logs");
+  expect_same(documented(doc, row("GET", "/api/jobs/<id>/logs"), "->"),
+              written(Json(wire::LogsPage{{wire::LogLineView{4, 1, "h", "stderr", "x"}}, 4, true})), "logs page");
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/results")), written(Json(wire::Result{})), "results");
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/metrics")), written(Json(wire::Metrics{})), "metrics");
   expect_same(documented(doc, "`JobSummary`:"), written(Json(full_summary())), "JobSummary");
