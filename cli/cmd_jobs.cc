@@ -6,6 +6,7 @@
 #include "cli/head_target.h"
 #include "cli/job_view.h"
 #include "cli/output.h"
+#include "launcher/wire.h"
 
 namespace verl::cli {
 
@@ -22,11 +23,11 @@ void register_jobs(CLI::App& app, Context& ctx) {
       return;
     }
     std::vector<std::vector<std::string>> rows;
-    for (const auto& j : list) {
-      const int64_t total = j.value("total_steps", int64_t{0});
+    for (const auto& entry : list) {
+      const auto j = launcher::wire::parse<launcher::wire::JobSummary>(entry);
       std::string submitted;
       {
-        const std::time_t t = static_cast<std::time_t>(j.value("submitted_ms", int64_t{0}) / 1000);
+        const std::time_t t = static_cast<std::time_t>(j.submitted_ms / 1000);
         std::tm tm{};
         localtime_r(&t, &tm);
         char buf[32];
@@ -34,18 +35,16 @@ void register_jobs(CLI::App& app, Context& ctx) {
         submitted = buf;
       }
       // A command job has no trainer steps: what it runs instead (cut, the table stays readable).
-      std::string progress = std::to_string(j.value("step", 0)) + (total > 0 ? "/" + std::to_string(total) : "");
-      if (j.contains("command")) {
-        progress = j["command"].get<std::string>();
+      std::string progress = std::to_string(j.step) + (j.total_steps > 0 ? "/" + std::to_string(j.total_steps) : "");
+      if (j.command) {
+        progress = *j.command;
         if (progress.size() > 48) progress = progress.substr(0, 45) + "...";
       }
       std::string took = "-";
-      if (j.contains("started_ms") && j.contains("ended_ms"))
-        took = format_duration_s((j["ended_ms"].get<int64_t>() - j["started_ms"].get<int64_t>()) / 1000.0);
-      rows.push_back({j.value("id", std::string()), j.value("kind", std::string()), j.value("state", std::string()),
-                      progress, 
-                      std::to_string(j.value("nnodes", 0)) + "x" + std::to_string(j.value("n_gpus_per_node", 0)),
-                      std::to_string(j.value("restarts", 0)), submitted, took});
+      if (j.started_ms && j.ended_ms) took = format_duration_s((*j.ended_ms - *j.started_ms) / 1000.0);
+      rows.push_back({j.id, to_string(j.kind), to_string(j.state), progress,
+                      std::to_string(j.nnodes) + "x" + std::to_string(j.n_gpus_per_node), std::to_string(j.restarts),
+                      submitted, took});
     }
     print_table(*ctx.out, {"JOB", "KIND", "STATE", "STEP/COMMAND", "RANKS", "RESTARTS", "SUBMITTED", "DURATION"}, rows);
   });

@@ -34,13 +34,15 @@ void register_logs(CLI::App& app, Context& ctx) {
     if (ctx.output == OutputFormat::kJson && !a->follow) {
       std::string path = "/api/jobs/" + a->job + "/logs?" + (a->tail >= 0 ? "tail=" + std::to_string(a->tail) : "limit=10000");
       if (a->rank >= 0) path += "&rank=" + std::to_string(a->rank);
-      auto page = client->get(path);
-      nlohmann::ordered_json lines = page.value("lines", nlohmann::ordered_json::array());
+      using launcher::wire::LogsPage;
+      auto page = launcher::wire::parse<LogsPage>(client->get(path));
+      std::vector<launcher::wire::LogLineView> lines = page.lines;
       // Everything, not one page: follow next until a page comes back short.
-      while (a->tail < 0 && page.value("lines", nlohmann::ordered_json::array()).size() == 10000) {
-        page = client->get("/api/jobs/" + a->job + "/logs?limit=10000&after=" + std::to_string(page.value("next", 0)) +
-                           (a->rank >= 0 ? "&rank=" + std::to_string(a->rank) : ""));
-        for (const auto& l : page.value("lines", nlohmann::ordered_json::array())) lines.push_back(l);
+      while (a->tail < 0 && page.lines.size() == 10000) {
+        page = launcher::wire::parse<LogsPage>(client->get("/api/jobs/" + a->job + "/logs?limit=10000&after=" +
+                                                           std::to_string(page.next) +
+                                                           (a->rank >= 0 ? "&rank=" + std::to_string(a->rank) : "")));
+        lines.insert(lines.end(), page.lines.begin(), page.lines.end());
       }
       print_json(*ctx.out, {{"job", a->job}, {"lines", lines}});
       return;
@@ -55,12 +57,12 @@ void register_logs(CLI::App& app, Context& ctx) {
       // Everything there is now, page by page.
       int64_t next = 0;
       for (;;) {
-        const auto page = client->get("/api/jobs/" + a->job + "/logs?limit=10000&after=" + std::to_string(next) +
-                                      (a->rank >= 0 ? "&rank=" + std::to_string(a->rank) : ""));
-        const auto lines = page.value("lines", nlohmann::ordered_json::array());
-        for (const auto& l : lines) *ctx.out << log_prefix(l) << l.value("text", std::string()) << "\n";
-        next = page.value("next", next);
-        if (lines.size() < 10000) break;
+        const auto page = launcher::wire::parse<launcher::wire::LogsPage>(
+            client->get("/api/jobs/" + a->job + "/logs?limit=10000&after=" + std::to_string(next) +
+                        (a->rank >= 0 ? "&rank=" + std::to_string(a->rank) : "")));
+        for (const auto& l : page.lines) *ctx.out << log_prefix(l) << l.text << "\n";
+        next = page.next;
+        if (page.lines.size() < 10000) break;
       }
       return;
     }

@@ -118,9 +118,9 @@ std::optional<launcher::ClusterState> running_head(const Json& spec) {
   try {
     const std::string dir = files::state_dir(spec.at("name").get<std::string>(), /*create=*/false);
     auto state = launcher::read_state(launcher::StatePaths(dir));
-    if (!state || state->status != "up") return std::nullopt;
+    if (!state || state->status != launcher::ClusterStatus::kUp) return std::nullopt;
     for (const auto& p : state->processes)
-      if (p.role == "head" && launcher::is_same_process(p)) return state;
+      if (p.role == launcher::ProcessRole::kHead && launcher::is_same_process(p)) return state;
   } catch (const Error& e) {
     log::Warn() << "probe: cannot read the cluster's state, probing as if no head runs: " << e.what();
   }

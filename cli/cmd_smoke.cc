@@ -29,6 +29,7 @@
 #include "launcher/cluster_state.h"
 #include "launcher/head_client.h"
 #include "launcher/signals.h"
+#include "launcher/wire.h"
 
 namespace verl::cli {
 namespace {
@@ -286,7 +287,8 @@ void register_smoke(CLI::App& app, Context& ctx) {
       client = connect(find_head(target));
       const Json nodes = client->get("/api/nodes").value("nodes", Json::array());
       int alive = 0;
-      for (const auto& n : nodes) alive += n.value("state", std::string()) == "alive";
+      for (const auto& n : nodes)
+        alive += launcher::wire::parse<launcher::wire::NodeView>(n).state == launcher::NodeState::kAlive;
       if (alive != a->local)
         throw CheckFailed{std::to_string(alive) + " of " + std::to_string(a->local) + " nodes alive after up"};
       return "head " + r.state.head_host + ":" + std::to_string(r.state.head_port) + ", " + std::to_string(alive) +
@@ -317,10 +319,11 @@ void register_smoke(CLI::App& app, Context& ctx) {
     });
 
     smoke.check("submit", true, [&] {
-      Json overrides = Json::array();
-      for (const auto& o : kDefaultJob) overrides.push_back(o);
-      for (const auto& o : a->overrides) overrides.push_back(o);
-      const Json request = {{"kind", "train"}, {"overrides", overrides}};
+      launcher::wire::Submit submit;
+      submit.kind = launcher::JobKind::kTrain;
+      submit.overrides.assign(std::begin(kDefaultJob), std::end(kDefaultJob));
+      submit.overrides.insert(submit.overrides.end(), a->overrides.begin(), a->overrides.end());
+      const Json request = submit;
       std::string error;
       const auto r = client->try_request("POST", "/api/jobs", &request, &error);
       if (!r) throw CheckFailed{"the head at " + client->address().str() + " does not answer: " + error};
@@ -332,10 +335,14 @@ void register_smoke(CLI::App& app, Context& ctx) {
                           (obj ? b.value("error", std::string()) : std::string()) +
                           (obj && b.contains("text") ? "\n" + b.value("text", std::string()) : std::string())};
       }
-      const Json answer = r->body;
-      job_id = answer.value("id", std::string());
-      if (job_id.empty()) throw CheckFailed{"the head answered no job id: " + answer.dump()};
-      return job_id + " " + answer.value("state", std::string());
+      launcher::wire::JobRef answer;
+      try {
+        answer = launcher::wire::parse<launcher::wire::JobRef>(r->body);
+      } catch (const launcher::wire::BadMessage& e) {
+        throw CheckFailed{"the head answered no job: " + std::string(e.what()) + ": " + r->body.dump()};
+      }
+      job_id = answer.id;
+      return job_id + " " + to_string(answer.state);
     });
 
     smoke.check("job succeeded", true, [&] {
@@ -344,13 +351,14 @@ void register_smoke(CLI::App& app, Context& ctx) {
       for (;;) {
         throw_if_interrupted(stop);
         job = client->get("/api/jobs/" + job_id);
-        const std::string state = job.value("state", std::string());
+        const auto summary = launcher::wire::parse<launcher::wire::JobSummary>(job);
+        const std::string state = to_string(summary.state);
         if (Clock::now() - last_line >= std::chrono::seconds(5)) {
           err << "smoke: " << progress_line(job) << "\n";
           last_line = Clock::now();
         }
-        if (state == "SUCCEEDED") break;
-        if (state == "FAILED" || state == "STOPPED") throw CheckFailed{job_id + " " + state + ": " + format_failure(job)};
+        if (summary.state == launcher::JobState::kSucceeded) break;
+        if (launcher::is_terminal(summary.state)) throw CheckFailed{job_id + " " + state + ": " + format_failure(job)};
         if (Clock::now() > deadline)
           throw CheckFailed{job_id + " still " + state + " after " + seconds_str(a->timeout_s) + " s (--timeout)"};
         std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "launcher/cluster.h"
 #include "launcher/resources.h"
+#include "launcher/wire.h"
 #include "probes/harness.h"
 
 namespace verl::cli {
@@ -32,12 +33,13 @@ std::string seconds(double s) {
 Json latest_probes(const HeadTarget& target) {
   auto client = connect(target);
   std::string latest;
-  for (const auto& j : client->get("/api/jobs").value("jobs", Json::array()))  // newest first
-    if (j.value("kind", std::string()) == "probe" && j.value("state", std::string()) != "PENDING" &&
-        j.value("state", std::string()) != "RUNNING") {
-      latest = j.value("id", std::string());
+  for (const auto& entry : client->get("/api/jobs").value("jobs", Json::array())) {  // newest first
+    const auto j = launcher::wire::parse<launcher::wire::JobSummary>(entry);
+    if (j.kind == launcher::JobKind::kProbe && launcher::is_terminal(j.state)) {
+      latest = j.id;
       break;
     }
+  }
   if (latest.empty()) return nullptr;
   const Json job = client->get("/api/jobs/" + latest);
   Json out = {{"job", latest}, {"state", job.value("state", std::string())}};
@@ -95,12 +97,13 @@ void register_status(CLI::App& app, Context& ctx) {
     if (r.allocation.contains("summary")) *ctx.out << "allocation: " << r.allocation.value("summary", "") << "\n";
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> seen;
-    for (const auto& n : r.nodes) {
-      const auto res = launcher::resources_from_json(n.at("resources"));
+    for (const auto& entry : r.nodes) {
+      const auto n = launcher::wire::parse<launcher::wire::NodeView>(entry);
+      const auto& res = n.resources;
       std::string note;
-      const std::string state = n.value("state", "?");
-      if (state != "alive" && n.contains("lost_ms") && n["lost_ms"].is_number())
-        note = state + " at " + clock_time(n["lost_ms"].get<int64_t>()) + ": " + n.value("reason", "");
+      const std::string state = to_string(n.state);
+      if (n.state != launcher::NodeState::kAlive && n.lost_ms)
+        note = state + " at " + clock_time(*n.lost_ms) + ": " + n.reason;
       // Declared resources (nodes[].resources) show what was detected beside them: "2/8*".
       std::string cpus = std::to_string(res.cpus), gpus = std::to_string(res.gpus);
       if (res.declared) {
@@ -115,10 +118,9 @@ void register_status(CLI::App& app, Context& ctx) {
         }
         note = "*declared/detected" + (note.empty() ? "" : "; " + note);
       }
-      rows.push_back({n.value("name", "?"), state, n.value("host", "?"), std::to_string(n.value("pid", 0)),
-                      cpus, launcher::format_bytes(res.memory_bytes), gpus,
-                      std::to_string(res.ib_ports.size()), seconds(n.value("heartbeat_age_s", 0.0)) + " ago", note});
-      seen.push_back(n.value("name", ""));
+      rows.push_back({n.name, state, n.host, std::to_string(n.pid), cpus, launcher::format_bytes(res.memory_bytes), gpus,
+                      std::to_string(res.ib_ports.size()), seconds(n.heartbeat_age_s) + " ago", note});
+      seen.push_back(n.name);
     }
     for (const auto& e : expected)
       if (std::find(seen.begin(), seen.end(), e) == seen.end())

@@ -7,6 +7,7 @@
 #include "cli/job_view.h"
 #include "cli/output.h"
 #include "common/error.h"
+#include "launcher/wire.h"
 
 namespace verl::cli {
 namespace {
@@ -28,20 +29,21 @@ void register_stop(CLI::App& app, Context& ctx) {
   cmd->footer("Examples:\n  verlctl stop job-3\n  verlctl stop job-3 --grace 30 -o json");
   cmd->callback([&ctx, a] {
     auto client = connect(find_head(a->target));
-    client->post("/api/jobs/" + a->job + "/stop", {{"grace_s", a->grace_s}});
+    client->post("/api/jobs/" + a->job + "/stop", launcher::wire::Stop{a->grace_s});
     // The head needs a heartbeat to order the stop and one to hear of the end; the grace on top.
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(a->grace_s * 1000)) +
                        std::chrono::seconds(60);
     nlohmann::ordered_json job;
     for (;;) {
       job = client->get("/api/jobs/" + a->job);
-      const std::string state = job.value("state", std::string());
+      const auto state = launcher::wire::parse<launcher::wire::JobSummary>(job).state;
       bool ranks_gone = true;
       for (const auto& p : job.value("placement", nlohmann::ordered_json::array()))
-        if (p.value("state", std::string()) != "exited") ranks_gone = false;
-      if ((state == "STOPPED" || state == "SUCCEEDED" || state == "FAILED") && ranks_gone) break;
+        if (launcher::from_string<launcher::TaskState>(p.value("state", std::string())) != launcher::TaskState::kExited)
+          ranks_gone = false;
+      if (launcher::is_terminal(state) && ranks_gone) break;
       if (std::chrono::steady_clock::now() >= until)
-        throw Error(ExitCode::kTimedOut, a->job + " is still " + state + ": its ranks did not report their end",
+        throw Error(ExitCode::kTimedOut, a->job + " is still " + to_string(state) + ": its ranks did not report their end",
                     "'verlctl status " + a->job + "' shows which rank; its node may be lost");
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }

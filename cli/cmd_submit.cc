@@ -25,6 +25,7 @@
 #include "common/process.h"
 #include "launcher/command_job.h"
 #include "launcher/signals.h"
+#include "launcher/wire.h"
 
 namespace verl::cli {
 namespace {
@@ -65,7 +66,7 @@ std::string pack_working_dir(const std::string& dir) {
 }
 
 // The `command` field of a command job's body (docs/API.md), checked before the head is asked.
-Json command_body(const SubmitArgs& a, const std::vector<std::string>& argv) {
+launcher::wire::SubmitCommand command_body(const SubmitArgs& a, const std::vector<std::string>& argv) {
   if (argv.empty())
     throw Error(ExitCode::kUsage, "no command after '--'",
                 "name the program each rank runs: verlctl submit trainer.nnodes=2 -- python3 train.py");
@@ -75,10 +76,14 @@ Json command_body(const SubmitArgs& a, const std::vector<std::string>& argv) {
   if (a.ranks_per_node < 0)
     throw Error(ExitCode::kUsage, "--ranks-per-node must be 1 (one process per node) or trainer.n_gpus_per_node",
                 "--ranks-per-node 1 for torchrun or deepspeed, which start a process per GPU themselves");
-  Json c = {{"argv", argv}, {"env", a.env}, {"ranks_per_node", a.ranks_per_node}};
+  launcher::wire::SubmitCommand c;
+  c.spec.argv = argv;
+  c.spec.env = a.env;
+  c.spec.ranks_per_node = a.ranks_per_node;
   if (!a.working_dir.empty()) {
-    const std::string dir = std::filesystem::absolute(a.working_dir).lexically_normal().string();
-    c["working_dir"] = {{"source", dir}, {"tar_base64", launcher::base64_encode(pack_working_dir(dir))}};
+    c.spec.working_dir = std::filesystem::absolute(a.working_dir).lexically_normal().string();
+    c.working_dir_tar = pack_working_dir(c.spec.working_dir);
+    c.spec.working_dir_bytes = static_cast<int64_t>(c.working_dir_tar.size());
   }
   return c;
 }
@@ -115,7 +120,7 @@ void register_submit(CLI::App& app, Context& ctx) {
       "  verlctl submit --working-dir . --env OMP_NUM_THREADS=4 -- python3 allreduce.py\n"
       "  verlctl submit trainer.nnodes=2 --ranks-per-node 1 -- sh -c 'torchrun --nnodes $WORLD_SIZE --node-rank $RANK --nproc-per-node 8 --master-addr $MASTER_ADDR --master-port $MASTER_PORT train.py'");
   cmd->callback([&ctx, a] {
-    Json command;
+    launcher::wire::SubmitCommand command;
     if (ctx.command) {
       command = command_body(*a, *ctx.command);
     } else if (!a->env.empty() || !a->working_dir.empty() || a->ranks_per_node != 0) {
@@ -124,22 +129,26 @@ void register_submit(CLI::App& app, Context& ctx) {
     }
     const auto target = find_head(a->target);
     auto client = connect(target);
-    Json body = {{"kind", ctx.command ? "command" : "train"}, {"overrides", a->overrides},
-                 {"preflight", !ctx.command && !a->skip_job_preflight}, {"nccl_debug", a->nccl_debug}};
-    if (ctx.command) body["command"] = command;
+    launcher::wire::Submit submit;
+    submit.kind = ctx.command ? launcher::JobKind::kCommand : launcher::JobKind::kTrain;
+    submit.overrides = a->overrides;
+    submit.preflight = !ctx.command && !a->skip_job_preflight;
+    submit.nccl_debug = a->nccl_debug;
+    if (ctx.command) submit.command = std::move(command);
     // The head resolves the config; a Hydra primary config is composed here, where its folder is.
     const std::string file = a->job.primary();
     if (!file.empty()) {
       const std::string text = files::read_file(file);
-      body["yaml"] = config::has_defaults_list(text) ? config::compose_hydra(file) : text;
-      body["file"] = file;
+      submit.yaml = config::has_defaults_list(text) ? config::compose_hydra(file) : text;
+      submit.file = file;
     }
     // Warnings (verl keys accepted and ignored) are the submitter's to read; errors come back from the head.
     // (A command job reads only its shape: the head names any other key.)
     if (!ctx.command) {
-      const auto local = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()), file, a->overrides);
+      const auto local = config::resolve_text(config::Kind::kJob, submit.yaml, file, a->overrides);
       if (local.ok() && !local.issues.empty()) *ctx.err << config::format_issues(local.issues);
     }
+    const Json body = submit;
     std::string error;
     auto r = client->try_request("POST", "/api/jobs", &body, &error);
     if (!r)
@@ -162,7 +171,7 @@ void register_submit(CLI::App& app, Context& ctx) {
                   "the head refused the job: " + (r->body.is_object() ? r->body.value("error", std::string("HTTP ") + std::to_string(r->status))
                                                                       : "HTTP " + std::to_string(r->status)),
                   r->body.is_object() ? r->body.value("hint", std::string()) : std::string());
-    const std::string id = r->body.value("id", std::string());
+    const std::string id = launcher::wire::parse<launcher::wire::JobRef>(r->body).id;
     if (a->no_wait) {
       if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, r->body);
       else *ctx.out << id << "\n";
@@ -185,13 +194,14 @@ void register_submit(CLI::App& app, Context& ctx) {
       throw;
     }
     status.finish();
-    const std::string state = job.value("state", std::string());
+    const auto summary = launcher::wire::parse<launcher::wire::JobSummary>(job);
+    const std::string state = to_string(summary.state);
     if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, job);
     const double took = job.contains("ended_ms") && job.contains("started_ms")
                             ? (job["ended_ms"].get<int64_t>() - job["started_ms"].get<int64_t>()) / 1000.0
                             : 0.0;
     Json rows = Json::array();
-    if (job.value("kind", std::string()) == "train") {
+    if (summary.kind == launcher::JobKind::kTrain) {
       try {
         rows = client->get("/api/jobs/" + id + "/metrics").value("rows", Json::array());
       } catch (const Error& e) {
@@ -204,12 +214,12 @@ void register_submit(CLI::App& app, Context& ctx) {
     *ctx.err << id << " " << state << (took > 0 ? " after " + format_duration_s(took) : std::string()) << ":"
              << progress_line(ended).substr(id.size() + 1 + state.size()) << "\n"
              << closing_summary(job, rows);
-    if (state == "SUCCEEDED") return;
+    if (summary.state == launcher::JobState::kSucceeded) return;
     // A failed job preflight: nothing ran; a path of the config is wrong on a node (exit 3).
-    if (state == "FAILED" && job.contains("failure") && job["failure"].contains("preflight"))
+    if (summary.state == launcher::JobState::kFailed && job.contains("failure") && job["failure"].contains("preflight"))
       throw Error(ExitCode::kInvalidConfig, id + " FAILED before it started: " + format_failure(job),
                   job["failure"].value("hint", std::string("fix the path on that node, or submit --skip-job-preflight")));
-    if (state == "FAILED") {
+    if (summary.state == launcher::JobState::kFailed) {
       const int rank = job.contains("failure") ? job["failure"].value("rank", 0) : 0;
       throw Error(ExitCode::kFailure, id + " FAILED: " + format_failure(job),
                   "'verlctl logs " + id + " --rank " + std::to_string(rank) + "' shows that rank's log; 'verlctl status " + id + "' the events");

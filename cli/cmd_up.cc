@@ -34,7 +34,7 @@ struct UpArgs {
 };
 
 nlohmann::ordered_json daemon_json(const launcher::LaunchSpec& d) {
-  nlohmann::ordered_json j = {{"role", d.role}, {"node", d.node}, {"host", d.host}, {"argv", d.argv}, {"env", d.env}, {"log", d.log}};
+  nlohmann::ordered_json j = {{"role", launcher::to_string(d.role)}, {"node", d.node}, {"host", d.host}, {"argv", d.argv}, {"env", d.env}, {"log", d.log}};
   if (!d.remote.empty()) j["remote"] = d.remote;
   if (!d.script.empty()) j["script"] = {{"path", d.script_path}, {"text", d.script}};
   return j;
@@ -91,7 +91,7 @@ void register_up(CLI::App& app, Context& ctx) {
           << "# dry run: nothing is started. Each line below would run detached (its own session),\n"
           << "# with verlctl's environment plus the variables shown, output appended to its log.\n";
       for (const auto& d : plan.daemons) {
-        out << "\n# " << (d.role == "head" ? "head" : "agent " + d.node) << " on " << d.host << ", log " << d.log << "\n";
+        out << "\n# " << (d.role == launcher::ProcessRole::kHead ? "head" : "agent " + d.node) << " on " << d.host << ", log " << d.log << "\n";
         if (!d.script.empty()) {
           // A batch backend (slurm): the script it writes, then the command that submits it.
           out << "# writes " << d.script_path << ":\n" << d.script;
@@ -179,7 +179,7 @@ void register_up(CLI::App& app, Context& ctx) {
       return;
     }
     int agents = 0;
-    for (const auto& p : r.state.processes) agents += p.role == "agent";
+    for (const auto& p : r.state.processes) agents += p.role == launcher::ProcessRole::kAgent;
     *ctx.out << "cluster " << r.state.name << (already ? " was already up" : " is up") << ": head " << url << ", "
              << agents << " agents\n";
     check_preflight();

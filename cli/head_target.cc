@@ -36,10 +36,10 @@ HeadTarget find_head(const TargetArgs& a) {
   const std::string dir = files::state_dir(a.name, /*create=*/false);
   const launcher::StatePaths paths(dir);
   const auto state = launcher::read_state(paths);
-  if (!state || state->status == "down" || state->status == "failed")
+  if (!state || state->status == launcher::ClusterStatus::kDown || state->status == launcher::ClusterStatus::kFailed)
     throw Error(ExitCode::kUnreachable,
                 "no cluster '" + a.name + "' is up" +
-                    (state ? " (it is " + state->status + ")" : " (nothing under " + dir + ")"),
+                    (state ? " (it is " + std::string(launcher::to_string(state->status)) + ")" : " (nothing under " + dir + ")"),
                 "bring one up with 'verlctl up --local 1" + (a.name == "local" ? std::string() : " --name " + a.name) +
                     "', or name another with --name or --address");
   t.cluster = a.name;

@@ -6,6 +6,7 @@
 
 #include "cli/output.h"
 #include "common/error.h"
+#include "launcher/wire.h"
 
 namespace verl::cli {
 namespace {
@@ -22,9 +23,7 @@ std::string number(const Json& v) {
 
 }  // namespace
 
-std::string log_prefix(const Json& l) {
-  return "[rank " + std::to_string(l.value("rank", 0)) + " " + l.value("host", std::string("?")) + "] ";
-}
+std::string log_prefix(const launcher::wire::LogLineView& l) { return "[rank " + std::to_string(l.rank) + " " + l.host + "] "; }
 
 std::string sparkline(const Json& values) {
   static const char* kBars[] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
@@ -100,7 +99,8 @@ std::string closing_summary(const Json& job, const Json& rows) {
   const std::string dir = placement[0]["dir"].get<std::string>();
   out += "  job directory: " + dir + " (on " + placement[0].value("host", std::string("?")) + ")\n" +
          "  logs:          verlctl logs " + job.value("id", std::string()) + " (files in " + dir + "/logs)\n";
-  if (job.value("kind", std::string()) != "train" || !job.contains("config")) return out;
+  if (launcher::wire::parse<launcher::wire::JobSummary>(job).kind != launcher::JobKind::kTrain || !job.contains("config"))
+    return out;
   const Json& trainer = job["config"].value("trainer", Json::object());
   std::string ckpt = trainer.value("default_local_dir", std::string());
   if (ckpt.empty()) return out;
@@ -183,10 +183,11 @@ Json follow_logs(launcher::HeadClient& client, const std::string& job, std::ostr
   auto last_job_poll = Clock::now() - std::chrono::hours(1);
   Json last_job;
   const std::string rank = o.rank >= 0 ? "&rank=" + std::to_string(o.rank) : "";
-  auto print_line = [&](const Json& l) {
-    if (o.json_lines) out << l.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
-    else out << log_prefix(l) << l.value("text", std::string()) << "\n";
+  auto print_line = [&](const launcher::wire::LogLineView& l) {
+    if (o.json_lines) out << Json(l).dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+    else out << log_prefix(l) << l.text << "\n";
   };
+  auto get_page = [&](const std::string& path) { return launcher::wire::parse<launcher::wire::LogsPage>(client.get(path)); };
   for (;;) {
     if (o.interrupted && *o.interrupted)
       throw Error(ExitCode::kInterrupted, "interrupted; " + job + " keeps running",
@@ -194,14 +195,14 @@ Json follow_logs(launcher::HeadClient& client, const std::string& job, std::ostr
     std::string path = "/api/jobs/" + job + "/logs?after=" + std::to_string(next) + "&limit=2000" + rank;
     if (first && o.tail >= 0) path = "/api/jobs/" + job + "/logs?tail=" + std::to_string(o.tail) + rank;
     first = false;
-    const Json page = client.get(path);
-    const Json lines = page.value("lines", Json::array());
+    const auto page = get_page(path);
+    const auto& lines = page.lines;
     if (!lines.empty() && o.before_lines) o.before_lines();
     for (const auto& l : lines) print_line(l);
     out.flush();
     if (!lines.empty() && o.after_lines) o.after_lines();
-    next = std::max(next, page.value("next", int64_t{0}));
-    const bool done = page.value("done", false) && (o.tail >= 0 || lines.size() < 2000);
+    next = std::max(next, page.next);
+    const bool done = page.done && (o.tail >= 0 || lines.size() < 2000);
     if (Clock::now() - last_job_poll >= std::chrono::seconds(2) || done || !o.follow) {
       last_job = client.get("/api/jobs/" + job);
       last_job_poll = Clock::now();
@@ -210,8 +211,8 @@ Json follow_logs(launcher::HeadClient& client, const std::string& job, std::ostr
     if (!o.follow) return last_job;
     if (done) {
       // The tail call's "done" covers lines up to now; anything after next was printed above.
-      const Json rest = client.get("/api/jobs/" + job + "/logs?after=" + std::to_string(next) + "&limit=10000" + rank);
-      const Json last = rest.value("lines", Json::array());
+      const auto rest = get_page("/api/jobs/" + job + "/logs?after=" + std::to_string(next) + "&limit=10000" + rank);
+      const auto& last = rest.lines;
       if (!last.empty() && o.before_lines) o.before_lines();
       for (const auto& l : last) print_line(l);
       out.flush();

@@ -9,11 +9,12 @@
 #include <string>
 
 #include "launcher/head_client.h"
+#include "launcher/wire.h"
 
 namespace verl::cli {
 
 // "[rank 1 host] text"
-std::string log_prefix(const nlohmann::ordered_json& line);
+std::string log_prefix(const launcher::wire::LogLineView& line);
 // ▁▂▃▅▇ over the values (empty for none).
 std::string sparkline(const nlohmann::ordered_json& values);
 std::string format_duration_s(double seconds);  // 45 s, 3m05s, 1h02m

@@ -22,6 +22,7 @@
 #include "launcher/log_chunks.h"
 #include "launcher/nccl_env.h"
 #include "launcher/node_facts.h"
+#include "launcher/wire.h"
 
 namespace verl::launcher {
 namespace {
@@ -83,7 +84,8 @@ struct Stream {
 };
 
 struct Task {
-  std::string id, job, kind;
+  std::string id, job;
+  TaskKind kind = TaskKind::kTrain;
   int rank = 0, attempt = 0;
   std::string dir;
   std::optional<process::Child> child;
@@ -101,7 +103,7 @@ struct Task {
   bool ended() const { return result.has_value() || !error.empty(); }
   // Every byte of its logs, its whole metrics file, and a probe's result reached the head.
   bool shipped() const {
-    return streams[0].eof_sent && streams[1].eof_sent && (kind != "probe" || result_sent) &&
+    return streams[0].eof_sent && streams[1].eof_sent && (kind != TaskKind::kProbe || result_sent) &&
            (metrics_path.empty() || metrics_done);
   }
   bool metrics_done = false;  // ended, and its metrics file shipped to the end
@@ -137,21 +139,20 @@ class Runner {
     return out;
   }
 
-  void order(const Json& order) {
-    const std::string id = order.value("task", std::string());
-    const std::string action = order.value("action", std::string());
-    if (action == "stop") {
+  void order(const wire::TaskOrder& order) {
+    const std::string& id = order.task;
+    if (order.action == OrderAction::kStop) {
       auto it = tasks_.find(id);
-      if (it != tasks_.end()) stop(it->second, std::chrono::milliseconds(static_cast<int64_t>(order.value("grace_s", 10.0) * 1000)));
+      if (it != tasks_.end()) stop(it->second, std::chrono::milliseconds(static_cast<int64_t>(order.grace_s * 1000)));
       return;
     }
-    if (action != "start" || id.empty() || tasks_.count(id)) return;
+    if (id.empty() || tasks_.count(id)) return;
     Task& t = tasks_[id];
     t.id = id;
-    t.job = order.value("job", std::string());
-    t.kind = order.value("kind", std::string("train"));
-    t.rank = order.value("rank", 0);
-    t.attempt = order.value("attempt", 0);
+    t.job = order.job;
+    t.kind = order.kind;
+    t.rank = order.rank;
+    t.attempt = order.attempt;
     try {
       start(t, order);
       log::Info() << "task " << id << " started (pid " << t.child->pid() << ") in " << t.dir;
@@ -207,77 +208,76 @@ class Runner {
     for (auto& [id, t] : tasks_) {
       for (auto& s : t.streams) ship_stream(t, s);
       if (!t.metrics_path.empty()) ship_metrics(t);
-      if (t.ended() && t.kind == "probe" && !t.result_sent) ship_result(t);
+      if (t.ended() && t.kind == TaskKind::kProbe && !t.result_sent) ship_result(t);
     }
   }
 
   // What the heartbeat says of the tasks: ended ones only when everything of theirs is shipped.
-  Json reports() const {
-    Json out = Json::array();
+  std::vector<wire::TaskReport> reports() const {
+    std::vector<wire::TaskReport> out;
     for (const auto& [id, t] : tasks_) {
-      if (t.ended() && t.shipped()) {
-        Json r = {{"task", id}, {"state", "exited"}};
+      wire::TaskReport r;
+      r.task = id;
+      r.state = t.ended() && t.shipped() ? ReportState::kExited : ReportState::kRunning;
+      if (r.state == ReportState::kExited) {
         if (t.result) {
-          if (t.result->signal) r["signal"] = t.result->signal;
-          else r["exit_code"] = t.result->exit_code;
+          if (t.result->signal) r.signal = t.result->signal;
+          else r.exit_code = t.result->exit_code;
         }
-        if (!t.error.empty()) r["error"] = t.error;
-        if (t.kind == "preflight") add_preflight_report(t, r);
-        out.push_back(r);
-      } else {
-        out.push_back({{"task", id}, {"state", "running"}});
+        r.error = t.error;
+        if (t.kind == TaskKind::kPreflight) add_preflight_report(t, r);
       }
+      out.push_back(std::move(r));
     }
     return out;
   }
 
   // The head has seen these reports: ended tasks in them are done with.
-  void reported(const Json& reports) {
+  void reported(const std::vector<wire::TaskReport>& reports) {
     for (const auto& r : reports)
-      if (r.value("state", std::string()) == "exited") tasks_.erase(r.value("task", std::string()));
+      if (r.state == ReportState::kExited) tasks_.erase(r.task);
   }
 
  private:
-  void start(Task& t, const Json& order) {
-    const std::string cwd = order.value("cwd", std::string());
+  void start(Task& t, const wire::TaskOrder& order) {
+    const std::string& cwd = order.cwd;
     if (o_.work_dir.empty()) throw Error(ExitCode::kFailure, "the agent has no work directory");
     if (cwd.empty() || cwd[0] == '/' || cwd.find("..") != std::string::npos)
       throw Error(ExitCode::kFailure, "the order's cwd '" + cwd + "' is not a relative path inside the work directory");
     t.dir = o_.work_dir + "/" + cwd;
-    claim_job_dir(t, order.value("owner", std::string()));
+    claim_job_dir(t, order.owner);
     files::make_dirs(t.dir + "/logs", 0700);
     // A job preflight's output is its report (in the task's end report), not a rank's log; named
     // after the node, since local nodes share one job directory.
-    const bool preflight = t.kind == "preflight";
+    const bool preflight = t.kind == TaskKind::kPreflight;
     const std::string base = t.dir + "/logs/" +
                              (preflight ? "preflight-" + o_.node_name : "rank-" + std::to_string(t.rank)) + ".attempt-" +
                              std::to_string(t.attempt);
     t.streams[0] = {"stdout", base + ".out"};
     t.streams[1] = {"stderr", base + ".err"};
     if (preflight) t.streams[0].eof_sent = t.streams[1].eof_sent = true;
-    const Json files = order.value("files", Json::object());  // items() of a temporary would dangle
-    for (const auto& [name, text] : files.items()) {
+    for (const auto& [name, text] : order.files) {
       if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
         throw Error(ExitCode::kFailure, "the order names a file '" + name + "' outside the job directory");
-      files::write_atomic(t.dir + "/" + name, text.get<std::string>(), 0600);
+      files::write_atomic(t.dir + "/" + name, text, 0600);
     }
-    const std::string metrics = order.value("metrics_file", std::string());
+    const std::string metrics = order.metrics_file.value_or("");
     // Shipped from the start: rows of an earlier attempt come again and replace themselves (by step).
     if (!metrics.empty()) t.metrics_path = metrics[0] == '/' ? metrics : t.dir + "/" + metrics;
-    std::vector<std::string> argv = order.value("argv", std::vector<std::string>{});
+    std::vector<std::string> argv = order.argv;
     // A command job's ranks run the submitter's program as it is (command_job.h); every other
     // task is this node's verlctl.
-    const bool command = t.kind == "command";
+    const bool command = t.kind == TaskKind::kCommand;
     if (argv.empty() || (!command && argv[0] != "verlctl"))
       throw Error(ExitCode::kFailure, "the order's argv must start with verlctl");
     if (!command) argv[0] = o_.exe.empty() ? process::self_exe() : o_.exe;
     std::vector<std::string> env = node_env_;
-    for (const auto& e : order.value("env", std::vector<std::string>{})) env.push_back(e);
+    env.insert(env.end(), order.env.begin(), order.env.end());
     process::Options po;
     po.cwd = t.dir;
-    if (command && order.contains("working_dir")) po.cwd = unpack_working_dir(t);
+    if (command && order.working_dir_bytes) po.cwd = unpack_working_dir(t);
     po.parent_death = process::Options::ParentDeath::kKill;
-    const Json container = order.value("container", Json());
+    const Json& container = order.container;
     if (container.is_object() && container.value("runtime", std::string("none")) != "none") {
       // The spec's container.runtime: the task runs inside the image, its variables passed in
       // by name (container.h). Its client gets SIGTERM, not SIGKILL, when the agent dies:
@@ -322,8 +322,8 @@ class Runner {
     if (fs::is_directory(dest, ec)) return dest;
     // A client of its own: up to 16 MiB take longer than a heartbeat's timeout.
     HeadClient fetch(o_.head, o_.token, std::chrono::seconds(60));
-    const Json got = fetch.get("/api/jobs/" + t.job + "/working-dir");
-    const std::string tar = base64_decode(got.value("tar_base64", std::string()));
+    const auto got = wire::parse<wire::WorkingDir>(fetch.get("/api/jobs/" + t.job + "/working-dir"));
+    const std::string& tar = got.tar;
     std::string tmp = dest + ".unpack-XXXXXX";
     if (!::mkdtemp(tmp.data()))
       throw Error(ExitCode::kFailure, "cannot make a directory in " + t.dir + ": " + std::strerror(errno));
@@ -333,7 +333,7 @@ class Runner {
     const auto r = process::run({"tar", "-x", "-f", "-", "-C", tmp}, po);
     if (r.exit_code != 0) {
       fs::remove_all(tmp, ec);
-      throw Error(ExitCode::kFailure, "cannot unpack the working directory " + got.value("source", std::string()) + " (" +
+      throw Error(ExitCode::kFailure, "cannot unpack the working directory " + got.source + " (" +
                                           std::to_string(tar.size()) + " bytes) into " + dest + ": tar exited with " +
                                           std::to_string(r.exit_code) + ": " + r.err,
                   "is tar installed on " + host_ + "?");
@@ -343,7 +343,7 @@ class Runner {
       if (!fs::is_directory(dest, ec))
         throw Error(ExitCode::kFailure, "cannot move the working directory into " + dest + ": " + std::strerror(errno));
     }
-    log::Info() << "task " << t.id << ": working directory " << got.value("source", std::string()) << " ("
+    log::Info() << "task " << t.id << ": working directory " << got.source << " ("
                 << tar.size() << " bytes) unpacked in " << dest;
     return dest;
   }
@@ -439,10 +439,11 @@ class Runner {
       sanitize_utf8(data);
       const bool last = ended && s.offset + static_cast<int64_t>(data.size()) >= size;
       if (data.empty() && !last) return;
-      const Json body = {{"rank", t.rank},
-                         {"attempt", t.attempt},
-                         {"host", host_},
-                         {"chunks", Json::array({{{"stream", s.name}, {"offset", s.offset}, {"data", data}, {"eof", last}}})}};
+      wire::Logs body;
+      body.rank = t.rank;
+      body.attempt = t.attempt;
+      body.host = host_;
+      body.chunks.push_back(wire::LogChunk{s.name, s.offset, data, last});
       bool gone = false;
       if (!post("/api/jobs/" + t.job + "/logs", body, &gone)) {
         if (gone) s.eof_sent = true;
@@ -475,17 +476,17 @@ class Runner {
       if (row.is_object()) rows.push_back(std::move(row));
     }
     bool gone = false;
-    if (post("/api/jobs/" + t.job + "/metrics", Json{{"rows", rows}}, &gone) || gone)
+    if (post("/api/jobs/" + t.job + "/metrics", wire::Metrics{rows}, &gone) || gone)
       t.metrics_offset += static_cast<int64_t>(data.size());
     if (gone) t.metrics_done = true;
   }
 
   // A job preflight's stdout is its JSON report; without one, the end of its stderr says why.
-  static void add_preflight_report(const Task& t, Json& r) {
+  static void add_preflight_report(const Task& t, wire::TaskReport& r) {
     int64_t size = 0;
     const Json report = Json::parse(read_from(t.streams[0].path, 0, 1 << 20, &size), nullptr, /*allow_exceptions=*/false);
     if (report.is_object()) {
-      r["result"] = report;
+      r.result = report;
       return;
     }
     read_from(t.streams[1].path, 0, 0, &size);
@@ -493,7 +494,7 @@ class Runner {
     sanitize_utf8(tail);
     while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
     const auto nl = tail.rfind('\n');
-    r["output"] = nl == std::string::npos ? tail : tail.substr(nl + 1);
+    r.output = nl == std::string::npos ? tail : tail.substr(nl + 1);
   }
 
   // A probe task's stdout is its report, one JSON document. One that is missing or does not
@@ -523,7 +524,7 @@ class Runner {
       result = Json{{"error", why}};
     }
     bool gone = false;
-    if (post("/api/jobs/" + t.job + "/results", Json{{"rank", t.rank}, {"result", result}}, &gone) || gone)
+    if (post("/api/jobs/" + t.job + "/results", wire::Result{t.rank, result}, &gone) || gone)
       t.result_sent = true;
   }
 
@@ -552,10 +553,7 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   Runner runner(o, client);
   Resources registered = o.resources;
   registered.nccl_env = runner.nccl_env();
-  const Json registration = {{"name", o.node_name},
-                             {"host", hostname()},
-                             {"pid", static_cast<int64_t>(getpid())},
-                             {"resources", to_json(registered)}};
+  const Json registration = wire::Register{o.node_name, hostname(), static_cast<int64_t>(getpid()), registered};
   int64_t id = -1;
   auto last_contact = Clock::now();
   auto next_beat = Clock::now();
@@ -564,9 +562,12 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
 
   // One heartbeat: the task reports go up, the orders come back. false: no 2xx answer.
   auto heartbeat = [&](bool* shutdown) {
-    Json body = {{"tasks", runner.reports()}, {"work_dir", o.work_dir}};
+    wire::Heartbeat beat;
+    beat.tasks = runner.reports();
+    beat.work_dir = o.work_dir;
     // nvidia-smi is a process per call: only where the node has GPUs.
-    if (o.sample_gpus && o.resources.gpus > 0) body["gpus"] = to_json(sample_gpus());
+    if (o.sample_gpus && o.resources.gpus > 0) beat.gpus = sample_gpus();
+    const Json body = beat;
     std::string error;
     auto r = client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/heartbeat", &body, &error);
     if (r && r->status == 401) rejected(o);
@@ -575,15 +576,23 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       id = -1;
       return false;
     }
-    if (!r || r->status != 200 || !r->body.is_object()) {
-      const std::string why = r ? "HTTP " + std::to_string(r->status) : error;
+    std::optional<wire::HeartbeatReply> answer;
+    std::string why = r ? "HTTP " + std::to_string(r->status) : error;
+    if (r && r->status == 200) {
+      try {
+        answer = wire::parse<wire::HeartbeatReply>(r->body);
+      } catch (const wire::BadMessage& e) {
+        why = std::string("its heartbeat answer does not parse: ") + e.what() + " (is it another verlctl version?)";
+      }
+    }
+    if (!answer) {
       if (why != last_error) log::Warn() << "head at " << o.head.url() << ": " << why << " (retrying)";
       last_error = why;
       return false;
     }
-    runner.reported(body["tasks"]);
-    for (const auto& order : r->body.value("tasks", Json::array())) runner.order(order);
-    if (shutdown) *shutdown = r->body.value("shutdown", false);
+    runner.reported(beat.tasks);
+    for (const auto& order : answer->tasks) runner.order(order);
+    if (shutdown) *shutdown = answer->shutdown;
     return true;
   };
 
@@ -598,7 +607,7 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       if (id < 0 || !runner.reports().empty()) {
         bool all_ended = true;
         for (const auto& r : runner.reports())
-          if (r.value("state", std::string()) != "exited") all_ended = false;
+          if (r.state != ReportState::kExited) all_ended = false;
         if (all_ended) break;
       }
       std::this_thread::sleep_for(kTick);
@@ -624,12 +633,18 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
         end = AgentExit::kShutdown;
         break;
       }
-      if (r && r->status == 200 && r->body.is_object() && r->body.contains("id")) {
-        id = r->body["id"].get<int64_t>();
+      std::string why = r ? "HTTP " + std::to_string(r->status) : error;
+      if (r && r->status == 200) {
+        try {
+          id = wire::parse<wire::RegisterReply>(r->body).id;
+          ok = true;
+        } catch (const wire::BadMessage& e) {
+          why = std::string("its answer to register does not parse: ") + e.what();
+        }
+      }
+      if (ok) {
         log::Info() << "node " << o.node_name << " registered with the head at " << o.head.url() << " as id " << id;
-        ok = true;
       } else {
-        const std::string why = r ? "HTTP " + std::to_string(r->status) : error;
         if (why != last_error) log::Warn() << "head at " << o.head.url() << ": " << why << " (retrying)";
         last_error = why;
       }
@@ -642,7 +657,7 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       if (ok && shutdown) {
         log::Info() << "the head asked for shutdown; node " << o.node_name << " leaves";
         wind_down();
-        const Json leave = {{"reason", "shutdown requested by the head"}};
+        const Json leave = wire::Leave{"shutdown requested by the head"};
         client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/leave", &leave, nullptr);
         return AgentExit::kShutdown;
       }
@@ -663,7 +678,7 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   }
   wind_down();
   if (end == AgentExit::kStopped && id >= 0) {
-    const Json leave = {{"reason", "agent stopped by a signal"}};
+    const Json leave = wire::Leave{"agent stopped by a signal"};
     client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/leave", &leave, nullptr);
   }
   log::Info() << "node " << o.node_name << " " << agent_exit_name(end);

@@ -22,7 +22,7 @@ namespace verl::launcher {
 
 // What one daemon is: exactly what would run (and, on a remote backend, where).
 struct LaunchSpec {
-  std::string role;  // head | agent
+  ProcessRole role = ProcessRole::kHead;  // head | agent
   std::string node;  // the agent's node name; empty for the head
   std::string host;  // where it runs
   std::vector<std::string> argv;

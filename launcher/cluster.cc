@@ -147,7 +147,7 @@ int stop_running(Backend& backend, const std::vector<ProcessRecord>& ps, Progres
   for (size_t i = 0; i < ps.size(); ++i)
     if (!how[i]) running.push_back(ps[i]);
   if (running.empty()) return 0;
-  auto who = [](const ProcessRecord& p) { return p.role == "head" ? std::string("head") : p.node; };
+  auto who = [](const ProcessRecord& p) { return p.role == ProcessRole::kHead ? std::string("head") : p.node; };
   for (const auto& p : running) progress(who(p), "stopping " + backend.describe(p) + " (SIGTERM, then SIGKILL)");
   const auto stopped = backend.stop_all(running, std::chrono::milliseconds(3000));
   for (size_t i = 0; i < running.size(); ++i)
@@ -166,11 +166,11 @@ int stop_leftovers(Backend& backend, const std::vector<ProcessRecord>& recorded,
   std::set<std::pair<pid_t, int64_t>> seen;
   for (const auto& p : recorded) {
     seen.insert({p.pid, p.start_ticks});
-    (p.role == "head" ? rest : agents).push_back(p);
+    (p.role == ProcessRole::kHead ? rest : agents).push_back(p);
   }
   for (pid_t pid : find_cluster_processes(dir)) {
     ProcessRecord p;
-    p.role = "process";
+    p.role = ProcessRole::kProcess;
     p.node = "unrecorded process";
     p.pid = pid;
     p.start_ticks = process_start_ticks(pid).value_or(0);
@@ -276,7 +276,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
   // A cluster of this name that answers is left exactly as it is.
   if (auto old = read_state(paths)) {
     std::string why;
-    if (old->status == "up" || old->status == "starting") {
+    if (old->status == ClusterStatus::kUp || old->status == ClusterStatus::kStarting) {
       if (auto cluster = probe_head(*old, paths, &why)) {
         const auto counts = cluster->value("counts", Json::object());
         // Agents that ended since (killed, their node rebooted) are started again, as `ray up`
@@ -286,11 +286,11 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         std::vector<std::string> restarted;
         if (backend->name() != "slurm") {
           for (auto& p : repaired.processes) {
-            if (p.role != "agent") continue;
+            if (p.role != ProcessRole::kAgent) continue;
             const auto how = backend->ended(p);
             if (!how) continue;
             const auto d = std::find_if(plan.daemons.begin(), plan.daemons.end(),
-                                        [&](const LaunchSpec& l) { return l.role == "agent" && l.node == p.node; });
+                                        [&](const LaunchSpec& l) { return l.role == ProcessRole::kAgent && l.node == p.node; });
             if (d == plan.daemons.end()) continue;
             const std::string node = p.node;
             p = backend->start(*d);
@@ -326,12 +326,12 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         r.state = repaired;
         return r;
       }
-      progress("cluster " + name, "recorded as " + old->status + " but its head does not answer (" + why +
+      progress("cluster " + name, "recorded as " + std::string(to_string(old->status)) + " but its head does not answer (" + why +
                                       "); cleaning up what is left of it");
     }
     // down records "down" only once every process has ended: nothing of those to check again
     // (over SSH that would be one connection per node, one node after another).
-    stop_leftovers(*backend, old->status == "down" ? std::vector<ProcessRecord>{} : old->processes, plan.state_dir,
+    stop_leftovers(*backend, old->status == ClusterStatus::kDown ? std::vector<ProcessRecord>{} : old->processes, plan.state_dir,
                    progress);
   } else {
     stop_leftovers(*backend, {}, plan.state_dir, progress);
@@ -346,7 +346,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
   ClusterState state;
   state.name = name;
   state.backend = backend->name();
-  state.status = "starting";
+  state.status = ClusterStatus::kStarting;
   state.head_host = spec.at("head").at("host").get<std::string>();
   state.head_port = spec.at("head").at("dashboard_port").get<int>();
   auto save = [&] {
@@ -361,7 +361,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
   const std::string configured_host = address.host;
   auto client = std::make_unique<HeadClient>(address, token, std::chrono::milliseconds(1000));
   const auto names = node_names(spec);
-  auto who_of = [](const ProcessRecord& p) { return p.role == "head" ? std::string("head") : p.node; };
+  auto who_of = [](const ProcessRecord& p) { return p.role == ProcessRole::kHead ? std::string("head") : p.node; };
 
   auto check_interrupt = [&](const std::string& stage) {
     if (interrupted && *interrupted)
@@ -457,7 +457,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         for (const auto& n : r->body.value("nodes", Json::array())) {
           const std::string node = n.value("name", "");
           auto a = std::find_if(agents.begin(), agents.end(), [&](const ProcessRecord& p) { return p.node == node; });
-          if (a == agents.end() || registered.count(node) || n.value("state", "") != "alive") continue;
+          if (a == agents.end() || registered.count(node) || n.value("state", "") != to_string(NodeState::kAlive)) continue;
           if (!backend->started_as(*a, n.value("pid", int64_t{0}))) continue;  // another agent under its name
           registered.insert(node);
           const Resources res = resources_from_json(n.at("resources"));
@@ -491,7 +491,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
     // brought us here is the one to report; a node that cannot be stopped is said in passing.
     int n = 0;
     std::vector<ProcessRecord> agents, heads;
-    for (const auto& p : state.processes) (p.role == "head" ? heads : agents).push_back(p);
+    for (const auto& p : state.processes) (p.role == ProcessRole::kHead ? heads : agents).push_back(p);
     for (const auto* batch : {&agents, &heads}) {
       try {
         for (bool gone : backend->stop_all(*batch, std::chrono::milliseconds(2000))) n += gone;
@@ -499,13 +499,13 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         progress("cluster " + name, std::string("cannot stop everything: ") + e.what());
       }
     }
-    state.status = "failed";
+    state.status = ClusterStatus::kFailed;
     save();
     progress("cluster " + name, "cleaned up: stopped the " + std::to_string(n) + (n == 1 ? " process" : " processes") +
                                     " this run started");
     throw;
   }
-  state.status = "up";
+  state.status = ClusterStatus::kUp;
   save();
   backend->detach();
   progress("cluster " + name, "up: head at " + address.url() + ", " + std::to_string(names.size()) + " nodes");
@@ -577,7 +577,7 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
         const ProcessRecord& p = asked[k];
         gone.insert(index[k]);
         ++result.stopped;
-        progress(p.role == "head" ? "head" : p.node, "ended (" + backend->describe(p) + "): " + *how[k]);
+        progress(p.role == ProcessRole::kHead ? "head" : p.node, "ended (" + backend->describe(p) + "): " + *how[k]);
       }
       if (gone.size() == procs.size() || Clock::now() >= deadline) break;
       std::this_thread::sleep_for(kPoll);
@@ -594,7 +594,7 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
                   "stop them by hand with kill -9");
   }
   if (state) {
-    state->status = "down";
+    state->status = ClusterStatus::kDown;
     state->updated_ms = now_ms();
     write_state(paths, *state);
   }
@@ -610,9 +610,9 @@ StatusReport query_status(const std::string& name) {
     throw Error(ExitCode::kUnreachable, "no cluster '" + name + "' (no state under " + dir + ")",
                 "bring one up with 'verlctl up --local 2 --name " + name + "'");
   const HeadAddress address = head_address(*state);
-  if (state->status == "down" || state->status == "failed")
+  if (state->status == ClusterStatus::kDown || state->status == ClusterStatus::kFailed)
     throw Error(ExitCode::kUnreachable,
-                "cluster '" + name + "' is " + state->status + " (its head was at " + address.url() + ")",
+                "cluster '" + name + "' is " + to_string(state->status) + " (its head was at " + address.url() + ")",
                 "bring it up with 'verlctl up --name " + name + "'; the head's log is " + paths.head_log());
   const std::string token = read_token(paths.token());
   HeadClient client(address, token, std::chrono::milliseconds(3000));

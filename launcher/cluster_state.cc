@@ -19,9 +19,9 @@ using Json = nlohmann::ordered_json;
 Json to_json(const ClusterState& s) {
   Json procs = Json::array();
   for (const auto& p : s.processes)
-    procs.push_back({{"role", p.role}, {"node", p.node}, {"host", p.host}, {"pid", static_cast<int64_t>(p.pid)},
+    procs.push_back({{"role", to_string(p.role)}, {"node", p.node}, {"host", p.host}, {"pid", static_cast<int64_t>(p.pid)},
                      {"start_ticks", p.start_ticks}, {"log", p.log}});
-  return {{"name", s.name},       {"backend", s.backend},     {"status", s.status},
+  return {{"name", s.name},       {"backend", s.backend},     {"status", to_string(s.status)},
           {"head_host", s.head_host}, {"head_port", s.head_port}, {"updated_ms", s.updated_ms},
           {"processes", procs}};
 }
@@ -30,12 +30,12 @@ ClusterState state_from_json(const Json& j) {
   ClusterState s;
   s.name = j.at("name").get<std::string>();
   s.backend = j.at("backend").get<std::string>();
-  s.status = j.at("status").get<std::string>();
+  s.status = from_string<ClusterStatus>(j.at("status").get<std::string>());
   s.head_host = j.at("head_host").get<std::string>();
   s.head_port = j.at("head_port").get<int>();
   s.updated_ms = j.value("updated_ms", int64_t{0});
   for (const auto& p : j.at("processes"))
-    s.processes.push_back({p.at("role").get<std::string>(), p.value("node", ""), p.value("host", ""),
+    s.processes.push_back({from_string<ProcessRole>(p.at("role").get<std::string>()), p.value("node", ""), p.value("host", ""),
                            static_cast<pid_t>(p.at("pid").get<int64_t>()), p.at("start_ticks").get<int64_t>(),
                            p.value("log", "")});
   return s;
@@ -51,6 +51,9 @@ std::optional<ClusterState> read_state(const StatePaths& paths) {
   try {
     return state_from_json(Json::parse(files::read_file(paths.state())));
   } catch (const nlohmann::json::exception& e) {
+    throw Error(ExitCode::kFailure, "corrupt cluster state " + paths.state() + ": " + e.what(),
+                "stop what is left with 'verlctl down', or remove the directory");
+  } catch (const std::invalid_argument& e) {  // a role or status states.h does not know
     throw Error(ExitCode::kFailure, "corrupt cluster state " + paths.state() + ": " + e.what(),
                 "stop what is left with 'verlctl down', or remove the directory");
   }

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/states.h"
+
 namespace verl::launcher {
 
 struct StatePaths {
@@ -34,7 +36,7 @@ struct StatePaths {
 };
 
 struct ProcessRecord {
-  std::string role;  // head | agent
+  ProcessRole role = ProcessRole::kHead;
   std::string node;  // the agent's node name; empty for the head
   std::string host;  // where it runs
   pid_t pid = 0;
@@ -45,7 +47,7 @@ struct ProcessRecord {
 struct ClusterState {
   std::string name;
   std::string backend;
-  std::string status;  // starting | up | failed | down
+  ClusterStatus status = ClusterStatus::kStarting;
   std::string head_host;
   int head_port = 0;
   int64_t updated_ms = 0;

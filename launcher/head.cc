@@ -1,5 +1,4 @@
 #include "launcher/head.h"
-#include "launcher/head_requests.h"
 
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "launcher/http_server.h"
 #include "launcher/nccl_log.h"
 #include "launcher/scaling.h"
+#include "launcher/wire.h"
 
 namespace verl::launcher {
 namespace {
@@ -41,9 +41,13 @@ bool same_token(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-// Every body goes through requests::parse_body (depth bound, then nlohmann's parser) and the
-// endpoint's typed parser (launcher/head_requests.h): a wrong type or range is a 400 naming it.
-Json parse_body(const httplib::Request& req) { return requests::parse_body(req.body); }
+// Every body goes through wire::parse_body (depth bound, then nlohmann's parser) and the
+// endpoint's typed message (launcher/wire.h): a wrong type or range is a 400 naming the field.
+template <typename T>
+T read_body(const httplib::Request& req) {
+  return wire::parse<T>(wire::parse_body(req.body));
+}
+
 
 // A decimal integer that is the whole text and lies within [lo, hi]; nullopt otherwise. std::stoll
 // took "12abc" as 12 and threw out_of_range (a 500) past int64 (issue 16, case 8).
@@ -134,16 +138,14 @@ void Head::install_routes() {
   });
 
   http.Post("/api/nodes/register", [this](const httplib::Request& req, httplib::Response& res) {
-    const auto body = requests::parse_register(parse_body(req));
+    const auto body = read_body<wire::Register>(req);
     if (shutting_down_) return fail(res, 409, "the head is shutting down");
     const Resources& resources = body.resources;
     const auto node = registry_.register_node(body.name, body.host, body.pid, resources, now_ms());
     log::Info() << "node " << node.name << " registered (id " << node.id << ", host " << node.host << ", pid "
                 << node.pid << ", " << resources.cpus << " CPUs, " << format_bytes(resources.memory_bytes) << ", "
                 << resources.gpus << " GPUs, " << resources.ib_ports.size() << " IB ports)";
-    reply(res, 200,
-          Json{{"id", node.id},
-               {"heartbeat_interval_s", static_cast<double>(options_.heartbeat_interval.count()) / 1000.0}});
+    reply(res, 200, wire::RegisterReply{node.id, static_cast<double>(options_.heartbeat_interval.count()) / 1000.0});
   });
 
   http.Post(R"(/api/nodes/(\d+)/heartbeat)", [this](const httplib::Request& req, httplib::Response& res) {
@@ -154,27 +156,29 @@ void Head::install_routes() {
       auto n = registry_.node(id);
       return n ? n->state : NodeState::kAlive;
     }();
-    const auto body = requests::parse_heartbeat(parse_body(req));
+    const auto body = read_body<wire::Heartbeat>(req);
     const int64_t now = now_ms();
     auto node = registry_.heartbeat(id, now);
     if (!node) return fail(res, 404, "no node " + std::to_string(id) + "; register again");
     if (before == NodeState::kLost) log::Info() << "node " << node->name << " is heard from again";
     if (body.gpus) {
-      GpuSamples sample{now, gpu_samples_from_json(*body.gpus)};
+      GpuSamples sample{now, *body.gpus};
       std::lock_guard<std::mutex> lock(samples_mu_);
       auto& q = gpu_samples_[node->name];
       q.push_back(std::move(sample));
       while (q.size() > 600) q.pop_front();
     }
-    const Json orders = controller_->heartbeat(*node, requests::to_json(body.tasks), req.remote_addr, body.work_dir, now);
-    reply(res, 200, Json{{"shutdown", shutting_down_.load()}, {"tasks", orders}});
+    wire::HeartbeatReply answer;
+    answer.shutdown = shutting_down_.load();
+    answer.tasks = controller_->heartbeat(*node, body.tasks, req.remote_addr, body.work_dir, now);
+    reply(res, 200, answer);
   });
 
   http.Post(R"(/api/nodes/(\d+)/leave)", [this](const httplib::Request& req, httplib::Response& res) {
     const auto parsed = parse_int(req.matches[1].str(), 0, kInt64Max);
     if (!parsed) return fail(res, 404, "no node " + req.matches[1].str().substr(0, 40));
     const int64_t id = *parsed;
-    const std::string reason = requests::parse_leave_reason(parse_body(req));
+    const std::string reason = read_body<wire::Leave>(req).reason;
     if (!registry_.leave(id, reason, now_ms())) return fail(res, 404, "no node " + std::to_string(id));
     const auto node = registry_.node(id);
     log::Info() << "node " << (node ? node->name : std::to_string(id)) << " left: " << reason;
@@ -187,7 +191,7 @@ void Head::install_routes() {
     const bool samples = req.get_param_value("samples") == "1";
     Json nodes = Json::array();
     for (const auto& n : registry_.nodes()) {
-      Json j = to_json(n, now);
+      Json j = node_view(n, now);
       if (samples) {
         std::lock_guard<std::mutex> lock(samples_mu_);
         Json list = Json::array();
@@ -226,7 +230,8 @@ void Head::install_routes() {
                {"expected_nodes", options_.expected_nodes},
                {"store_port", options_.store_port},
                {"probe_ports", options_.probe_ports},
-               {"counts", {{"alive", alive}, {"lost", lost}, {"left", left}}}});
+               {"counts",
+                {{to_string(NodeState::kAlive), alive}, {to_string(NodeState::kLost), lost}, {to_string(NodeState::kLeft), left}}}});
   });
 
   http.Post("/api/shutdown", [this](const httplib::Request&, httplib::Response& res) {
@@ -308,7 +313,7 @@ void Head::install_job_routes() {
   http.Post("/api/jobs", [this](const httplib::Request& req, httplib::Response& res) {
     if (shutting_down_) return fail(res, 409, "the head is shutting down");
     SubmitError error;
-    auto job = controller_->submit(parse_body(req), now_ms(), &error);
+    auto job = controller_->submit(wire::parse_body(req.body), now_ms(), &error);
     if (!job) {
       Json body = {{"error", error.error}, {"hint", error.hint}};
       if (!error.issues.empty()) {
@@ -320,7 +325,7 @@ void Head::install_job_routes() {
       }
       return reply(res, error.status, body);
     }
-    reply(res, 201, Json{{"id", job->name()}, {"state", job_state_name(job->state)}});
+    reply(res, 201, wire::JobRef{job->name(), job->state});
   });
 
   // Dashboards and `status` poll it: the answer is built once per change of the store (its
@@ -336,7 +341,7 @@ void Head::install_job_routes() {
     }
     if (!answer) {
       Json list = Json::array();
-      for (const auto& j : jobs_.jobs()) list.push_back(controller_->summary(j));
+      for (const auto& j : jobs_.jobs()) list.push_back(Json(controller_->summary(j)));
       answer = std::make_shared<const std::string>(
           Json{{"jobs", list}}.dump(-1, ' ', false, Json::error_handler_t::replace));
       std::lock_guard<std::mutex> lock(jobs_answer_mu_);
@@ -352,7 +357,7 @@ void Head::install_job_routes() {
     if (!job) return;
     const int64_t now = now_ms();
     Json d = controller_->detail(*job, now);
-    if (job->kind == "train") d["scaling"] = scaling_of(*job, now);
+    if (job->kind == JobKind::kTrain) d["scaling"] = scaling_of(*job, now);
     if (job->nccl_debug) d["nccl"] = nccl_of(*job);
     reply(res, 200, d);
   });
@@ -365,15 +370,15 @@ void Head::install_job_routes() {
     if (!job->command || job->command->working_dir.empty() || tar.empty())
       return reply(res, 404, Json{{"error", job->name() + " was submitted without a working directory"},
                                   {"hint", "verlctl submit --working-dir DIR -- CMD"}});
-    reply(res, 200, Json{{"source", job->command->working_dir}, {"bytes", tar.size()}, {"tar_base64", base64_encode(tar)}});
+    reply(res, 200, wire::WorkingDir{job->command->working_dir, tar});
   });
 
   http.Post(R"(/api/jobs/job-(\d+)/stop)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;
-    const double grace = requests::parse_stop_grace(parse_body(req));
+    const double grace = read_body<wire::Stop>(req).grace_s;
     job = controller_->stop(job->id, grace, now_ms());
-    reply(res, 200, Json{{"id", job->name()}, {"state", job_state_name(job->state)}});
+    reply(res, 200, wire::JobRef{job->name(), job->state});
   });
 
   http.Get(R"(/api/jobs/job-(\d+)/logs)", [this](const httplib::Request& req, httplib::Response& res) {
@@ -392,21 +397,21 @@ void Head::install_job_routes() {
     std::vector<LogLine> lines = req.has_param("tail")
                                      ? jobs_.tail_lines(job->id, rank, static_cast<int>(std::clamp<int64_t>(query_int(req, "tail", 20, 0, kInt64Max), 0, 100000)))
                                      : jobs_.log_lines(job->id, rank, after, limit);
-    Json out = Json::array();
-    int64_t next = std::max(after, tail_end);
+    wire::LogsPage page;
+    page.next = std::max(after, tail_end);
     for (const auto& l : lines) {
-      out.push_back({{"seq", l.seq}, {"rank", l.rank}, {"host", l.host}, {"stream", l.stream}, {"text", l.text}});
-      next = std::max(next, l.seq);
+      page.lines.push_back(wire::LogLineView{l.seq, l.rank, l.host, l.stream, l.text});
+      page.next = std::max(page.next, l.seq);
     }
     // done: the job ended, its ranks are gone (their last partial lines flushed) and nothing is left.
-    const bool done = ended && (req.has_param("tail") || static_cast<int>(lines.size()) < limit);
-    reply(res, 200, Json{{"lines", out}, {"next", next}, {"done", done}});
+    page.done = ended && (req.has_param("tail") || static_cast<int>(lines.size()) < limit);
+    reply(res, 200, page);
   });
 
   http.Post(R"(/api/jobs/job-(\d+)/logs)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;
-    const auto body = requests::parse_logs(parse_body(req));
+    const auto body = read_body<wire::Logs>(req);
     for (const auto& c : body.chunks)
       jobs_.append_log(job->id, body.attempt, body.rank, body.host, c.stream, c.offset, c.data, c.eof);
     reply(res, 200, Json::object());
@@ -415,7 +420,7 @@ void Head::install_job_routes() {
   http.Post(R"(/api/jobs/job-(\d+)/results)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;
-    const auto body = requests::parse_result(parse_body(req));
+    const auto body = read_body<wire::Result>(req);
     jobs_.put_result(job->id, body.rank, body.result);
     reply(res, 200, Json::object());
   });
@@ -432,7 +437,7 @@ void Head::install_job_routes() {
   http.Post(R"(/api/jobs/job-(\d+)/metrics)", [this](const httplib::Request& req, httplib::Response& res) {
     auto job = job_of(req, res);
     if (!job) return;
-    jobs_.put_metrics(job->id, requests::parse_metrics_rows(parse_body(req)), now_ms());
+    jobs_.put_metrics(job->id, read_body<wire::Metrics>(req).rows, now_ms());
     reply(res, 200, Json::object());
   });
 }

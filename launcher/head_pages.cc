@@ -33,7 +33,7 @@ void Head::install_page_routes(httplib::Server& http) {
                           {"head", {{"uptime_s", static_cast<double>(now - started_ms_) / 1000.0}}}};
     Json nodes = Json::array();
     for (const auto& n : registry_.nodes()) {
-      Json j = to_json(n, now);
+      Json j = node_view(n, now);
       std::lock_guard<std::mutex> lock(samples_mu_);
       auto it = gpu_samples_.find(n.name);
       if (it != gpu_samples_.end() && !it->second.empty()) j["gpu_samples"] = Json::array({samples_json(it->second.back())});

@@ -8,7 +8,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "launcher/container.h"
-#include "launcher/head_requests.h"
+#include "launcher/wire.h"
 #include "launcher/rank_env.h"
 #include "launcher/scheduler.h"
 
@@ -40,6 +40,13 @@ std::string metrics_path(const Json& config) {
   const Json* file = config::find(config, "trainer.metrics_file");
   if (file && file->is_string() && !file->get<std::string>().empty()) return file->get<std::string>();
   return config::find(config, "trainer.default_local_dir")->get<std::string>() + "/metrics.jsonl";
+}
+
+// What to try after a body that wire::Submit refused: a command job's fields are their own part
+// of the API.
+std::string submit_hint(const Json& body) {
+  const bool command = body.is_object() && body.contains("kind") && body["kind"] == "command";
+  return command ? "see docs/API.md: POST /api/jobs, kind command" : "see docs/API.md: POST /api/jobs";
 }
 
 }  // namespace
@@ -74,21 +81,31 @@ JobController::JobController(JobStore& store, NodeRegistry& registry, Controller
     : store_(store), registry_(registry), options_(std::move(options)) {}
 
 std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms, SubmitError* error) {
+  wire::Submit submit;
+  try {
+    submit = wire::parse<wire::Submit>(body);
+  } catch (const wire::BadMessage& e) {
+    error->status = 400;
+    error->error = e.what();
+    error->hint = submit_hint(body);
+    return std::nullopt;
+  }
+  return this->submit(submit, now_ms, error);
+}
+
+std::optional<JobRecord> JobController::submit(const wire::Submit& body, int64_t now_ms, SubmitError* error) {
   auto refuse = [&](const std::string& what, const std::string& hint) -> std::optional<JobRecord> {
     error->status = 400;
     error->error = what;
     error->hint = hint;
     return std::nullopt;
   };
-  if (!body.is_object()) return refuse("the body must be a JSON object", "see docs/API.md");
-  const std::string kind = body.value("kind", std::string("train"));
-  if (kind != "train" && kind != "probe" && kind != "command")
-    return refuse("unknown job kind '" + kind + "'", "kind is train, probe or command");
+  const JobKind kind = body.kind;
   JobRecord job;
   job.kind = kind;
   std::string working_dir_tar;
-  if (kind == "probe") {
-    std::vector<std::string> argv = body.value("argv", std::vector<std::string>{"probe"});
+  if (kind == JobKind::kProbe) {
+    std::vector<std::string> argv = body.argv.value_or(std::vector<std::string>{"probe"});
     if (argv.empty() || (argv[0] != "probe" && argv[0] != "train"))
       return refuse("a probe job's argv must start with a verlctl subcommand: probe or train",
                     "for example [\"probe\", \"--only\", \"shm,disk\"]");
@@ -98,21 +115,20 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
     job.n_gpus_per_node = 1;
     job.world_size = 0;
   } else {
-    const std::vector<std::string> overrides = body.value("overrides", std::vector<std::string>{});
-    if (kind == "command") {
+    const std::vector<std::string>& overrides = body.overrides;
+    if (kind == JobKind::kCommand) {
       // Only the job's shape: a trainer's batch sizes must not refuse (or data keys silently
       // ride along with) a program that reads none of them.
-      if (!body.value("yaml", std::string()).empty())
+      if (!body.yaml.empty())
         return refuse("a command job takes no job config file: it reads only " + command_job_keys(),
                       "give them as overrides before '--': verlctl submit trainer.nnodes=2 -- CMD");
       for (const auto& o : overrides)
         if (const std::string why = command_override_problem(o); !why.empty())
           return refuse(why, "a command job reads only " + command_job_keys());
     }
-    auto doc = config::resolve_text(config::Kind::kJob, body.value("yaml", std::string()),
-                                    body.value("file", std::string()), overrides);
-    if (kind == "command") doc.issues = command_job_issues(doc.issues);
-    if (!doc.issues.empty() && (kind == "command" || !doc.ok())) {
+    auto doc = config::resolve_text(config::Kind::kJob, body.yaml, body.file, overrides);
+    if (kind == JobKind::kCommand) doc.issues = command_job_issues(doc.issues);
+    if (!doc.issues.empty() && (kind == JobKind::kCommand || !doc.ok())) {
       error->status = 400;
       const size_t n = doc.issues.size();
       error->error = std::to_string(n) + " problem" + (n == 1 ? "" : "s") + " in the job config";
@@ -128,20 +144,14 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
     job.world_size = job.nnodes * job.n_gpus_per_node;
     const Json* steps = config::find(job.config, "trainer.total_training_steps");
     job.total_steps = steps && steps->is_number_integer() ? steps->get<int64_t>() : 0;
-    for (const char* flag : {"preflight", "nccl_debug"}) {
-      const Json v = body.value(flag, Json(false));
-      if (!v.is_boolean()) return refuse(std::string(flag) + " must be true or false", "see docs/API.md");
-      (std::string(flag) == "preflight" ? job.preflight : job.nccl_debug) = v.get<bool>();
-    }
-    if (kind == "command") {
+    job.preflight = body.preflight;
+    job.nccl_debug = body.nccl_debug;
+    if (kind == JobKind::kCommand) {
       // The same job with another per-rank argv (command_job.h); the config gives its shape
       // (trainer.nnodes, n_gpus_per_node, max_restarts).
-      requests::SubmitCommand c;
-      try {
-        c = requests::parse_submit_command(body);
-      } catch (const std::invalid_argument& e) {
-        return refuse(e.what(), "see docs/API.md: POST /api/jobs, kind command");
-      }
+      if (!body.command)
+        return refuse("a job of kind command needs 'command': {argv: [...]}", "see docs/API.md: POST /api/jobs, kind command");
+      wire::SubmitCommand c = *body.command;
       if (job.preflight)
         return refuse("a command job has no job preflight (it checks a train job's data, model and checkpoint paths)",
                       "send preflight: false");
@@ -161,7 +171,7 @@ std::optional<JobRecord> JobController::submit(const Json& body, int64_t now_ms,
   std::lock_guard<std::mutex> lock(mu_);
   job = store_.create(job, now_ms);
   if (!working_dir_tar.empty()) store_.put_working_dir(job.id, working_dir_tar);
-  log::Info() << job.name() << " (" << job.kind << ") submitted" << (job.command ? ": " + job.command->display() : "");
+  log::Info() << job.name() << " (" << to_string(job.kind) << ") submitted" << (job.command ? ": " + job.command->display() : "");
   return job;
 }
 
@@ -205,16 +215,22 @@ const std::vector<Placement>& JobController::attempt_placements(const JobRecord&
   return placed;
 }
 
-Json JobController::start_order(const JobRecord& job, const Placement& p) const {
+wire::TaskOrder JobController::start_order(const JobRecord& job, const Placement& p) const {
   const Json& rv = job.rendezvous;
   const std::string addr = rv.value("master_addr", std::string("127.0.0.1"));
   const int port = rv.value("master_port", options_.store_port);
   std::vector<std::string> env = spec_assignments(options_.spec_env);
-  Json order = {{"task", p.task_id()}, {"action", "start"}, {"job", job.name()}, {"rank", p.rank},
-                {"attempt", p.attempt}, {"kind", job.kind}, {"cwd", job_dir(job)},
-                // Whose the directory is: job ids start again in a new cluster's store (agent.h).
-                {"owner", store_.incarnation() + "/" + job.name()}};
-  if (job.kind == "train" || job.kind == "command") {
+  wire::TaskOrder order;
+  order.task = p.task_id();
+  order.action = OrderAction::kStart;
+  order.job = job.name();
+  order.rank = p.rank;
+  order.attempt = p.attempt;
+  order.kind = task_kind(job.kind);
+  order.cwd = job_dir(job);
+  // Whose the directory is: job ids start again in a new cluster's store (agent.h).
+  order.owner = store_.incarnation() + "/" + job.name();
+  if (job.kind == JobKind::kTrain || job.kind == JobKind::kCommand) {
     // torchrun's variables (rank_env.h); CUDA_VISIBLE_DEVICES: the job's GPUs on this node only,
     // LOCAL_RANK i is then cuda:i of them.
     const auto vars = torchrun_vars(rank_env(p, attempt_placements(job, p.attempt), addr, port));
@@ -224,19 +240,18 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
     // reads it back from the rank logs); after the spec's env, so that it wins for this job.
     if (job.nccl_debug) env.insert(env.end(), {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET"});
   }
-  if (job.kind == "command" && job.command) {
+  if (job.kind == JobKind::kCommand && job.command) {
     // The submitter's --env last: it wins over the spec's, the rank's and the node's variables.
     env.push_back("VERLCTL_NODE=" + p.node);
     env.insert(env.end(), job.command->env.begin(), job.command->env.end());
-    order["argv"] = job.command->argv;
-    order["files"] = Json::object();
-    if (!job.command->working_dir.empty()) order["working_dir"] = {{"bytes", job.command->working_dir_bytes}};
-  } else if (job.kind == "train") {
-    order["argv"] = {"verlctl", "train", "-f", "job.yaml", "--rank", std::to_string(p.rank),
-                     "--world-size", std::to_string(job.world_size), "--local-rank", std::to_string(p.local_rank),
-                     "--master-addr", addr, "--master-port", std::to_string(port)};
-    order["files"] = {{"job.yaml", job_yaml(job)}};
-    order["metrics_file"] = p.rank == 0 ? metrics_path(job.config) : "";
+    order.argv = job.command->argv;
+    if (!job.command->working_dir.empty()) order.working_dir_bytes = job.command->working_dir_bytes;
+  } else if (job.kind == JobKind::kTrain) {
+    order.argv = {"verlctl", "train", "-f", "job.yaml", "--rank", std::to_string(p.rank),
+                  "--world-size", std::to_string(job.world_size), "--local-rank", std::to_string(p.local_rank),
+                  "--master-addr", addr, "--master-port", std::to_string(port)};
+    order.files = {{"job.yaml", job_yaml(job)}};
+    order.metrics_file = p.rank == 0 ? metrics_path(job.config) : "";
   } else {
     // One rank per node, driving all its GPUs (nccl_inter's rendezvous, probes/nccl_probe.h):
     // the rendezvous a training job gets, so the probe meets where a job will. VERLCTL_NODE is
@@ -244,37 +259,39 @@ Json JobController::start_order(const JobRecord& job, const Placement& p) const 
     env.insert(env.end(), {"RANK=" + std::to_string(p.rank), "WORLD_SIZE=" + std::to_string(job.world_size),
                            "MASTER_ADDR=" + addr, "MASTER_PORT=" + std::to_string(port), "VERLCTL_JOB=" + job.name(),
                            "VERLCTL_NODE=" + p.node});
-    Json argv = Json::array({"verlctl"});
-    for (const auto& a : job.config.at("argv")) argv.push_back(a);
-    order["argv"] = argv;
-    order["files"] = Json::object();
+    order.argv = {"verlctl"};
+    for (const auto& a : job.config.at("argv")) order.argv.push_back(a.get<std::string>());
   }
-  order["env"] = env;
+  order.env = std::move(env);
   if (options_.container.is_object() && options_.container.value("runtime", std::string("none")) != "none") {
-    order["container"] = options_.container;
-    order["container"]["name"] = container_name(options_.cluster_name, p.task_id());
+    order.container = options_.container;
+    order.container["name"] = container_name(options_.cluster_name, p.task_id());
   }
   return order;
 }
 
-Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const std::string& address,
-                              const std::string& work_dir, int64_t now_ms) {
+std::vector<wire::TaskOrder> JobController::heartbeat(const NodeRecord& node, const std::vector<wire::TaskReport>& tasks,
+                                                     const std::string& address, const std::string& work_dir, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!address.empty()) address_[node.name] = address;
   if (!work_dir.empty()) work_dir_[node.name] = work_dir;
-  Json orders = Json::array();
+  std::vector<wire::TaskOrder> orders;
   std::set<std::string> reported;
   auto stop_order = [&](const std::string& task, double grace) {
-    orders.push_back({{"task", task}, {"action", "stop"}, {"grace_s", grace}});
+    wire::TaskOrder o;
+    o.task = task;
+    o.action = OrderAction::kStop;
+    o.grace_s = grace;
+    orders.push_back(std::move(o));
   };
-  if (tasks.is_array()) {
+  {
     // Ends by a signal first: of two ranks that end together, the one that was killed is the cause.
-    std::vector<Json> sorted(tasks.begin(), tasks.end());
-    std::stable_sort(sorted.begin(), sorted.end(), [](const Json& a, const Json& b) {
-      return a.value("signal", 0) != 0 && b.value("signal", 0) == 0;
+    std::vector<wire::TaskReport> sorted(tasks.begin(), tasks.end());
+    std::stable_sort(sorted.begin(), sorted.end(), [](const wire::TaskReport& a, const wire::TaskReport& b) {
+      return a.signal != 0 && b.signal == 0;
     });
     for (const auto& t : sorted) {
-      const std::string id = t.value("task", std::string());
+      const std::string& id = t.task;
       if (parse_preflight_task_id(id)) {
         if (!preflight_reported(node, t, now_ms)) stop_order(id, 5);
         reported.insert(id);  // running: no new order for it
@@ -283,18 +300,18 @@ Json JobController::heartbeat(const NodeRecord& node, const Json& tasks, const s
       const auto ref = parse_task_id(id);
       auto p = ref ? store_.placement(ref->job, ref->attempt, ref->rank) : std::nullopt;
       if (!p || p->node != node.name) {
-        if (t.value("state", std::string()) != "exited") stop_order(id, 5);
+        if (t.state != ReportState::kExited) stop_order(id, 5);
         continue;
       }
       reported.insert(id);
       const auto job = store_.job_brief(p->job);  // wanted() and the stop grace: no config
-      if (t.value("state", std::string()) == "exited") {
+      if (t.state == ReportState::kExited) {
         if (p->state == TaskState::kExited) continue;
         p->state = TaskState::kExited;
         p->ended_ms = now_ms;
-        if (t.contains("exit_code") && t["exit_code"].is_number_integer()) p->exit_code = t["exit_code"].get<int>();
-        p->signal = t.value("signal", 0);
-        p->error = t.value("error", std::string());
+        p->exit_code = t.exit_code;
+        p->signal = t.signal;
+        p->error = t.error;
         task_ended(*p, now_ms);
         continue;
       }
@@ -362,7 +379,7 @@ std::optional<std::pair<int64_t, int>> parse_preflight_task_id(const std::string
 }
 
 bool JobController::awaiting_preflight(const JobRecord& job) {
-  if (!job.preflight || job.kind != "train") return false;
+  if (!job.preflight || job.kind != JobKind::kTrain) return false;
   auto& run = preflight_[job.id];
   if (run.attempt != job.attempt) run = PreflightRun{job.attempt, false, {}};
   if (run.passed) return false;
@@ -375,48 +392,47 @@ bool JobController::awaiting_preflight(const JobRecord& job) {
   return true;
 }
 
-Json JobController::preflight_order(const JobRecord& job, const std::string& node) const {
-  std::vector<std::string> env = spec_assignments(options_.spec_env);
-  env.push_back("VERLCTL_JOB=" + job.name());
-  env.push_back("VERLCTL_NODE=" + node);
-  Json order = {{"task", preflight_task_id(job)},
-                {"action", "start"},
-                {"job", job.name()},
-                {"rank", 0},
-                {"attempt", job.attempt},
-                {"kind", "preflight"},
-                {"cwd", job_dir(job)},
-                // The preflight runs in the job's directory first, so it claims it (agent.h).
-                {"owner", store_.incarnation() + "/" + job.name()},
-                {"argv", {"verlctl", "job-preflight", "-f", "job.yaml", "-o", "json", "--exit-zero"}},
-                {"files", {{"job.yaml", job_yaml(job)}}},
-                {"env", env}};
+wire::TaskOrder JobController::preflight_order(const JobRecord& job, const std::string& node) const {
+  wire::TaskOrder order;
+  order.task = preflight_task_id(job);
+  order.action = OrderAction::kStart;
+  order.job = job.name();
+  order.rank = 0;
+  order.attempt = job.attempt;
+  order.kind = TaskKind::kPreflight;
+  order.cwd = job_dir(job);
+  // The preflight runs in the job's directory first, so it claims it (agent.h).
+  order.owner = store_.incarnation() + "/" + job.name();
+  order.argv = {"verlctl", "job-preflight", "-f", "job.yaml", "-o", "json", "--exit-zero"};
+  order.files = {{"job.yaml", job_yaml(job)}};
+  order.env = spec_assignments(options_.spec_env);
+  order.env.push_back("VERLCTL_JOB=" + job.name());
+  order.env.push_back("VERLCTL_NODE=" + node);
   // In the job's container, as its ranks: paths resolve as they will, and a missing image fails here.
   if (options_.container.is_object() && options_.container.value("runtime", std::string("none")) != "none") {
-    order["container"] = options_.container;
-    order["container"]["name"] = container_name(options_.cluster_name, preflight_task_id(job) + "/" + node);
+    order.container = options_.container;
+    order.container["name"] = container_name(options_.cluster_name, preflight_task_id(job) + "/" + node);
   }
   return order;
 }
 
-bool JobController::preflight_reported(const NodeRecord& node, const Json& t, int64_t now_ms) {
-  const auto ref = parse_preflight_task_id(t.value("task", std::string()));
+bool JobController::preflight_reported(const NodeRecord& node, const wire::TaskReport& t, int64_t now_ms) {
+  const auto ref = parse_preflight_task_id(t.task);
   auto job = store_.job(ref->first);
-  const bool exited = t.value("state", std::string()) == "exited";
+  const bool exited = t.state == ReportState::kExited;
   if (!job || is_terminal(job->state) || job->stop_requested || job->attempt != ref->second) return exited;
   if (!exited || !awaiting_preflight(*job)) return true;
   auto& run = preflight_[job->id];
   if (run.reports.count(node.name)) return true;
-  Json report = t.value("result", Json());
+  Json report = t.result.value_or(Json());
   // No report: the preflight did not run (its container could not start, verlctl is missing).
   if (!report.is_object()) {
     Placement as_task;
-    if (t.contains("exit_code") && t["exit_code"].is_number_integer()) as_task.exit_code = t["exit_code"].get<int>();
-    as_task.signal = t.value("signal", 0);
-    as_task.error = t.value("error", std::string());
+    as_task.exit_code = t.exit_code;
+    as_task.signal = t.signal;
+    as_task.error = t.error;
     std::string why = "the job preflight " + describe_exit(as_task);
-    const std::string out = t.value("output", std::string());
-    if (!out.empty()) why += ": " + out;
+    if (!t.output.empty()) why += ": " + t.output;
     report = {{"ok", false}, {"checks", Json::array({{{"check", "preflight"}, {"key", ""}, {"path", ""}, {"ok", false},
                                                       {"detail", why}}})}};
   }
@@ -527,7 +543,7 @@ void JobController::decide_failure(const JobRecord& job, int64_t now_ms) {
   if (!cause) return;
   fail_attempt(job, *cause,
                "rank " + std::to_string(cause->rank) + " on " + cause->host + " (" + cause->node + ") " +
-                   describe_exit(*cause, job.kind == "command" ? ExitCodes::kOwn : ExitCodes::kVerlctl),
+                   describe_exit(*cause, job.kind == JobKind::kCommand ? ExitCodes::kOwn : ExitCodes::kVerlctl),
                now_ms);
 }
 
@@ -542,10 +558,10 @@ void JobController::fail_attempt(JobRecord job, const Placement& p, const std::s
   failure["attempt"] = p.attempt;
   // A restart's cause is its RESTARTING event; `failure` is the reason a job ended FAILED, so a
   // job that succeeds after a restart carries none.
-  if (job.kind != "probe" && job.restarts < max_restarts(job)) {
+  if (job.kind != JobKind::kProbe && job.restarts < max_restarts(job)) {
     ++job.restarts;
     ++job.attempt;
-    if (job.kind == "train") job.config["trainer"]["resume_mode"] = "auto";  // the next attempt resumes from the latest checkpoint
+    if (job.kind == JobKind::kTrain) job.config["trainer"]["resume_mode"] = "auto";  // the next attempt resumes from the latest checkpoint
     store_.update(job, now_ms);
     store_.add_event(job.id, "RESTARTING", now_ms,
                      "attempt " + std::to_string(job.attempt + 1) + " of " + std::to_string(max_restarts(job) + 1) +
@@ -598,7 +614,7 @@ void JobController::tick(int64_t now_ms) {
       why = "head restarted and node " + p.node + " did not register again within " +
             std::to_string(options_.heartbeat_timeout_ms / 1000) + " s";
     } else if (it->second.state != NodeState::kAlive) {
-      why = "node " + p.node + " (" + it->second.host + ") " + state_name(it->second.state) + ": " + it->second.reason;
+      why = "node " + p.node + " (" + it->second.host + ") " + to_string(it->second.state) + ": " + it->second.reason;
     } else {
       continue;
     }
@@ -662,7 +678,7 @@ void JobController::schedule(int64_t now_ms) {
   bool train_blocked = false;  // first come, first served: a train job that waits holds back later ones
   for (auto job : waiting) {
     std::vector<Placement> placements;
-    if (job.kind == "probe") {
+    if (job.kind == JobKind::kProbe) {
       if (alive.empty()) {
         pending_reason_[job.id] = "waiting for an alive node";
         continue;
@@ -759,26 +775,27 @@ void JobController::schedule(int64_t now_ms) {
   }
 }
 
-Json JobController::summary(const JobRecord& j) const {
+wire::JobSummary JobController::summary(const JobRecord& j) const {
   const Json latest = store_.latest_metrics(j.id, 1);
-  Json s = {{"id", j.name()},
-            {"kind", j.kind},
-            {"state", job_state_name(j.state)},
-            {"submitted_ms", j.submitted_ms}};
-  if (j.started_ms) s["started_ms"] = j.started_ms;
-  if (j.ended_ms) s["ended_ms"] = j.ended_ms;
-  s["step"] = latest.empty() ? 0 : latest.back().value("step", 0);
-  s["total_steps"] = j.total_steps;
-  s["nnodes"] = j.nnodes;
-  s["n_gpus_per_node"] = j.n_gpus_per_node;
-  s["world_size"] = j.world_size;
-  s["restarts"] = j.restarts;
-  if (j.command) s["command"] = j.command->display();
+  wire::JobSummary s;
+  s.id = j.name();
+  s.kind = j.kind;
+  s.state = j.state;
+  s.submitted_ms = j.submitted_ms;
+  if (j.started_ms) s.started_ms = j.started_ms;
+  if (j.ended_ms) s.ended_ms = j.ended_ms;
+  s.step = latest.empty() ? 0 : latest.back().value("step", 0);
+  s.total_steps = j.total_steps;
+  s.nnodes = j.nnodes;
+  s.n_gpus_per_node = j.n_gpus_per_node;
+  s.world_size = j.world_size;
+  s.restarts = j.restarts;
+  if (j.command) s.command = j.command->display();
   return s;
 }
 
 Json JobController::detail(const JobRecord& j, int64_t /*now_ms*/) const {
-  Json d = summary(j);
+  Json d = summary(j);  // wire::JobSummary's fields first
   d["attempt"] = j.attempt;
   d["config"] = j.config;
   if (j.command) d["command_spec"] = *j.command;
@@ -825,7 +842,7 @@ Json JobController::detail(const JobRecord& j, int64_t /*now_ms*/) const {
                  1000.0 / static_cast<double>(rows.back().value("step", 0) - rows.front().value("step", 0));
     if (per_step > 0) d["eta_s"] = per_step * static_cast<double>(std::max<int64_t>(0, j.total_steps - step));
   }
-  if (j.kind == "probe") d["results"] = store_.results(j.id);
+  if (j.kind == JobKind::kProbe) d["results"] = store_.results(j.id);
   return d;
 }
 

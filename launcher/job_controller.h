@@ -39,6 +39,7 @@
 #include "common/config.h"
 #include "launcher/job_store.h"
 #include "launcher/node_registry.h"
+#include "launcher/wire.h"
 
 namespace verl::launcher {
 
@@ -70,27 +71,28 @@ class JobController {
  public:
   JobController(JobStore& store, NodeRegistry& registry, ControllerOptions options);
 
-  // POST /api/jobs's body: {kind: train|probe, yaml?, file?, overrides?, argv?}. Returns the
-  // PENDING job, or fills *error (and returns nullopt).
+  // POST /api/jobs's body (wire::Submit). Returns the PENDING job, or fills *error (and returns
+  // nullopt). The JSON form reads the body first: one wire::Submit refuses is a 400 naming the field.
+  std::optional<JobRecord> submit(const wire::Submit& body, int64_t now_ms, SubmitError* error);
   std::optional<JobRecord> submit(const nlohmann::ordered_json& body, int64_t now_ms, SubmitError* error);
   // Asks a job to stop (its ranks get SIGTERM, SIGKILL after grace_s). nullopt: no such job.
   std::optional<JobRecord> stop(int64_t id, double grace_s, int64_t now_ms);
 
-  // A node's heartbeat: what it reports of its tasks ([{task, state, exit_code?, signal?,
-  // error?}]), its address as the head sees it and its work directory. Returns its orders.
-  nlohmann::ordered_json heartbeat(const NodeRecord& node, const nlohmann::ordered_json& tasks,
-                                   const std::string& address, const std::string& work_dir, int64_t now_ms);
+  // A node's heartbeat: what it reports of its tasks, its address as the head sees it and its
+  // work directory. Returns its orders.
+  std::vector<wire::TaskOrder> heartbeat(const NodeRecord& node, const std::vector<wire::TaskReport>& tasks,
+                                         const std::string& address, const std::string& work_dir, int64_t now_ms);
   // Nodes lost or gone with ranks on them, then scheduling of waiting jobs. The head's sweeper
   // calls it.
   void tick(int64_t now_ms);
   // At head start: RUNNING jobs get an event saying the head restarted.
   void note_restart(int64_t now_ms);
 
-  nlohmann::ordered_json summary(const JobRecord& job) const;          // JobSummary
-  nlohmann::ordered_json detail(const JobRecord& job, int64_t now_ms) const;  // Job
+  wire::JobSummary summary(const JobRecord& job) const;
+  nlohmann::ordered_json detail(const JobRecord& job, int64_t now_ms) const;  // Job: the summary and more
 
  private:
-  nlohmann::ordered_json start_order(const JobRecord& job, const Placement& p) const;
+  wire::TaskOrder start_order(const JobRecord& job, const Placement& p) const;
   // {master_addr, master_port} for a job whose rank 0 is placed so (mu_ held).
   nlohmann::ordered_json rendezvous_on(const Placement& rank0) const;
   void schedule(int64_t now_ms);
@@ -105,9 +107,9 @@ class JobController {
   // The job preflight (mu_ held): whether the attempt's ranks still wait for it, its order for a
   // node, and a node's report.
   bool awaiting_preflight(const JobRecord& job);
-  nlohmann::ordered_json preflight_order(const JobRecord& job, const std::string& node) const;
+  wire::TaskOrder preflight_order(const JobRecord& job, const std::string& node) const;
   // Returns false for a preflight still running that its job no longer wants (stop it).
-  bool preflight_reported(const NodeRecord& node, const nlohmann::ordered_json& task, int64_t now_ms);
+  bool preflight_reported(const NodeRecord& node, const wire::TaskReport& task, int64_t now_ms);
 
   JobStore& store_;
   NodeRegistry& registry_;

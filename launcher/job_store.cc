@@ -30,9 +30,9 @@ constexpr const char* kJobColumns =
 JobRecord job_row(SQLite::Statement& q) {
   JobRecord j;
   j.id = q.getColumn(0).getInt64();
-  j.kind = q.getColumn(1).getString();
+  j.kind = from_string<JobKind>(q.getColumn(1).getString());
   j.config = Json::parse(q.getColumn(2).getString());
-  j.state = parse_job_state(q.getColumn(3).getString());
+  j.state = from_string<JobState>(q.getColumn(3).getString());
   j.submitted_ms = q.getColumn(4).getInt64();
   j.started_ms = q.getColumn(5).getInt64();
   j.ended_ms = q.getColumn(6).getInt64();
@@ -56,11 +56,6 @@ JobRecord job_row(SQLite::Statement& q) {
 constexpr const char* kPlacementColumns =
     "job, attempt, rank, node, host, local_rank, device, state, started_ms, ended_ms, exit_code, signal, error";
 
-TaskState parse_task_state(const std::string& s) {
-  if (s == "running") return TaskState::kRunning;
-  if (s == "exited") return TaskState::kExited;
-  return TaskState::kAssigned;
-}
 
 Placement placement_row(SQLite::Statement& q) {
   Placement p;
@@ -71,7 +66,7 @@ Placement placement_row(SQLite::Statement& q) {
   p.host = q.getColumn(4).getString();
   p.local_rank = q.getColumn(5).getInt();
   p.device = q.getColumn(6).getString();
-  p.state = parse_task_state(q.getColumn(7).getString());
+  p.state = from_string<TaskState>(q.getColumn(7).getString());
   p.started_ms = q.getColumn(8).getInt64();
   p.ended_ms = q.getColumn(9).getInt64();
   if (!q.getColumn(10).isNull()) p.exit_code = q.getColumn(10).getInt();
@@ -115,36 +110,6 @@ std::string random_hex(size_t n) {
 
 }  // namespace
 
-const char* job_state_name(JobState s) {
-  switch (s) {
-    case JobState::kPending: return "PENDING";
-    case JobState::kRunning: return "RUNNING";
-    case JobState::kSucceeded: return "SUCCEEDED";
-    case JobState::kFailed: return "FAILED";
-    case JobState::kStopped: return "STOPPED";
-  }
-  return "PENDING";
-}
-
-JobState parse_job_state(const std::string& s) {
-  if (s == "RUNNING") return JobState::kRunning;
-  if (s == "SUCCEEDED") return JobState::kSucceeded;
-  if (s == "FAILED") return JobState::kFailed;
-  if (s == "STOPPED") return JobState::kStopped;
-  return JobState::kPending;
-}
-
-bool is_terminal(JobState s) { return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kStopped; }
-
-const char* task_state_name(TaskState s) {
-  switch (s) {
-    case TaskState::kAssigned: return "assigned";
-    case TaskState::kRunning: return "running";
-    case TaskState::kExited: return "exited";
-  }
-  return "assigned";
-}
-
 std::string Placement::task_id() const {
   return "job-" + std::to_string(job) + "/" + std::to_string(rank) + "/" + std::to_string(attempt);
 }
@@ -152,7 +117,7 @@ std::string Placement::task_id() const {
 Json to_json(const Placement& p) {
   Json j = {{"rank", p.rank},       {"node", p.node},   {"host", p.host},
             {"local_rank", p.local_rank}, {"device", p.device}, {"attempt", p.attempt},
-            {"task", p.task_id()},  {"state", task_state_name(p.state)}};
+            {"task", p.task_id()},  {"state", to_string(p.state)}};
   if (p.exit_code) j["exit_code"] = *p.exit_code;
   if (p.signal) j["signal"] = p.signal;
   if (!p.error.empty()) j["error"] = p.error;
@@ -269,7 +234,7 @@ JobRecord JobStore::create(JobRecord job, int64_t now_ms) {
     SQLite::Statement q(*db_,
                         "INSERT INTO jobs (kind, config, state, submitted_ms, nnodes, n_gpus_per_node, world_size,"
                         " total_steps, options) VALUES (?, ?, 'PENDING', ?, ?, ?, ?, ?, ?)");
-    q.bind(1, job.kind);
+    q.bind(1, to_string(job.kind));
     q.bind(2, job.config.dump());
     q.bind(3, static_cast<int64_t>(now_ms));
     q.bind(4, job.nnodes);
@@ -351,7 +316,7 @@ void JobStore::update(const JobRecord& job, int64_t now_ms, const std::string& d
     SQLite::Statement old(*db_, "SELECT state, started_ms, ended_ms FROM jobs WHERE id = ?");
     old.bind(1, static_cast<int64_t>(job.id));
     if (!old.executeStep()) return;
-    const JobState before = parse_job_state(old.getColumn(0).getString());
+    const JobState before = from_string<JobState>(old.getColumn(0).getString());
     int64_t started = old.getColumn(1).getInt64(), ended = old.getColumn(2).getInt64();
     if (job.state == JobState::kRunning && started == 0) started = now_ms;
     if (is_terminal(job.state) && !is_terminal(before)) ended = now_ms;
@@ -360,7 +325,7 @@ void JobStore::update(const JobRecord& job, int64_t now_ms, const std::string& d
                         " nnodes = ?, n_gpus_per_node = ?, world_size = ?, total_steps = ?, stop_requested = ?,"
                         " stop_grace_s = ?, rendezvous = ?, failure = ? WHERE id = ?");
     q.bind(1, job.config.dump());
-    q.bind(2, job_state_name(job.state));
+    q.bind(2, to_string(job.state));
     q.bind(3, static_cast<int64_t>(started));
     q.bind(4, static_cast<int64_t>(ended));
     q.bind(5, job.attempt);
@@ -378,7 +343,7 @@ void JobStore::update(const JobRecord& job, int64_t now_ms, const std::string& d
     if (before != job.state) {
       SQLite::Statement e(*db_, "INSERT INTO job_events (job, state, time_ms, detail) VALUES (?, ?, ?, ?)");
       e.bind(1, static_cast<int64_t>(job.id));
-      e.bind(2, job_state_name(job.state));
+      e.bind(2, to_string(job.state));
       e.bind(3, static_cast<int64_t>(now_ms));
       e.bind(4, detail);
       e.exec();
@@ -427,7 +392,7 @@ void JobStore::add_placements(const std::vector<Placement>& placements) {
       q.bind(5, p.host);
       q.bind(6, p.local_rank);
       q.bind(7, p.device);
-      q.bind(8, task_state_name(p.state));
+      q.bind(8, to_string(p.state));
       q.exec();
     }
     tx.commit();
@@ -449,7 +414,7 @@ void JobStore::update_placement(const Placement& p) {
                         "UPDATE placements SET host = ?, state = ?, started_ms = ?, ended_ms = ?, exit_code = ?,"
                         " signal = ?, error = ? WHERE job = ? AND attempt = ? AND rank = ?");
     q.bind(1, p.host);
-    q.bind(2, task_state_name(p.state));
+    q.bind(2, to_string(p.state));
     q.bind(3, static_cast<int64_t>(p.started_ms));
     q.bind(4, static_cast<int64_t>(p.ended_ms));
     if (p.exit_code) q.bind(5, *p.exit_code);

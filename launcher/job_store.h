@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "launcher/command_job.h"
+#include "launcher/states.h"
 
 namespace SQLite {
 class Database;
@@ -42,14 +43,10 @@ class Database;
 
 namespace verl::launcher {
 
-enum class JobState { kPending, kRunning, kSucceeded, kFailed, kStopped };
-const char* job_state_name(JobState state);  // PENDING | RUNNING | SUCCEEDED | FAILED | STOPPED
-JobState parse_job_state(const std::string& name);
-bool is_terminal(JobState state);
 
 struct JobRecord {
   int64_t id = 0;
-  std::string kind;              // train | probe | command
+  JobKind kind = JobKind::kTrain;
   nlohmann::ordered_json config;  // train, command: the resolved job config; probe: {argv: [...]}
   JobState state = JobState::kPending;
   int64_t submitted_ms = 0, started_ms = 0, ended_ms = 0;  // 0: not yet
@@ -67,9 +64,6 @@ struct JobRecord {
   std::optional<CommandSpec> command;  // kind command: what each rank runs (command_job.h)
   std::string name() const { return "job-" + std::to_string(id); }
 };
-
-enum class TaskState { kAssigned, kRunning, kExited };  // assigned: ordered, not yet seen running
-const char* task_state_name(TaskState state);            // assigned | running | exited
 
 // One rank of one attempt of a job on a node. The task id the agent sees is <job>/<rank>/<attempt>.
 struct Placement {

@@ -34,7 +34,7 @@ class LocalBackend : public Backend {
 
   LaunchSpec head_spec() const override {
     LaunchSpec s;
-    s.role = "head";
+    s.role = ProcessRole::kHead;
     s.host = "localhost";
     s.argv = {exe_, "head", "--state-dir", paths_.dir, "--log-level", log_level()};
     s.log = paths_.head_log();
@@ -46,7 +46,7 @@ class LocalBackend : public Backend {
   LaunchSpec agent_spec(size_t index) const override {
     const auto names = node_names(spec_);
     LaunchSpec s;
-    s.role = "agent";
+    s.role = ProcessRole::kAgent;
     s.node = names.at(index);
     s.host = "localhost";
     const std::string head = spec_.at("head").at("host").get<std::string>() + ":" +

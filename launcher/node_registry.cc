@@ -9,11 +9,6 @@
 namespace verl::launcher {
 namespace {
 
-NodeState parse_state(const std::string& s) {
-  if (s == "lost") return NodeState::kLost;
-  if (s == "left") return NodeState::kLeft;
-  return NodeState::kAlive;
-}
 
 constexpr const char* kColumns =
     "id, name, host, pid, resources, registered_ms, last_heartbeat_ms, heartbeats, state, lost_ms, reason";
@@ -28,7 +23,7 @@ NodeRecord row(SQLite::Statement& q) {
   n.registered_ms = q.getColumn(5).getInt64();
   n.last_heartbeat_ms = q.getColumn(6).getInt64();
   n.heartbeats = q.getColumn(7).getInt64();
-  n.state = parse_state(q.getColumn(8).getString());
+  n.state = from_string<NodeState>(q.getColumn(8).getString());
   n.lost_ms = q.getColumn(9).getInt64();
   n.reason = q.getColumn(10).getString();
   return n;
@@ -47,28 +42,22 @@ auto guarded(const char* what, F&& f) -> decltype(f()) {
 
 }  // namespace
 
-const char* state_name(NodeState state) {
-  switch (state) {
-    case NodeState::kAlive: return "alive";
-    case NodeState::kLost: return "lost";
-    case NodeState::kLeft: return "left";
-  }
-  return "alive";
-}
 
-nlohmann::ordered_json to_json(const NodeRecord& n, int64_t now_ms) {
-  return {{"id", n.id},
-          {"name", n.name},
-          {"host", n.host},
-          {"pid", n.pid},
-          {"state", state_name(n.state)},
-          {"resources", to_json(n.resources)},
-          {"registered_ms", n.registered_ms},
-          {"last_heartbeat_ms", n.last_heartbeat_ms},
-          {"heartbeat_age_s", static_cast<double>(now_ms - n.last_heartbeat_ms) / 1000.0},
-          {"heartbeats", n.heartbeats},
-          {"lost_ms", n.state == NodeState::kAlive ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(n.lost_ms)},
-          {"reason", n.reason}};
+wire::NodeView node_view(const NodeRecord& n, int64_t now_ms) {
+  wire::NodeView v;
+  v.id = n.id;
+  v.name = n.name;
+  v.host = n.host;
+  v.pid = n.pid;
+  v.state = n.state;
+  v.resources = n.resources;
+  v.registered_ms = n.registered_ms;
+  v.last_heartbeat_ms = n.last_heartbeat_ms;
+  v.heartbeat_age_s = static_cast<double>(now_ms - n.last_heartbeat_ms) / 1000.0;
+  v.heartbeats = n.heartbeats;
+  if (n.state != NodeState::kAlive) v.lost_ms = n.lost_ms;
+  v.reason = n.reason;
+  return v;
 }
 
 NodeRegistry::NodeRegistry(const std::string& path) {
@@ -224,7 +213,7 @@ void NodeRegistry::write_state(const NodeRecord& n) {
                       " WHERE id = ?");
   u.bind(1, static_cast<int64_t>(n.last_heartbeat_ms));
   u.bind(2, static_cast<int64_t>(n.heartbeats));
-  u.bind(3, state_name(n.state));
+  u.bind(3, to_string(n.state));
   u.bind(4, static_cast<int64_t>(n.lost_ms));
   u.bind(5, n.reason);
   u.bind(6, static_cast<int64_t>(n.id));

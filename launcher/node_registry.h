@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "launcher/resources.h"
+#include "launcher/states.h"
+#include "launcher/wire.h"
 
 namespace SQLite {
 class Database;
@@ -32,8 +34,6 @@ class Database;
 
 namespace verl::launcher {
 
-enum class NodeState { kAlive, kLost, kLeft };
-const char* state_name(NodeState state);  // alive | lost | left
 
 struct NodeRecord {
   int64_t id = 0;
@@ -50,7 +50,7 @@ struct NodeRecord {
 };
 
 // The node as the API shows it; heartbeat_age_s is measured at now_ms.
-nlohmann::ordered_json to_json(const NodeRecord& node, int64_t now_ms);
+wire::NodeView node_view(const NodeRecord& node, int64_t now_ms);
 
 class NodeRegistry {
  public:

@@ -7,14 +7,14 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/states.h"
+
 namespace verl::launcher {
 namespace {
 
 using Json = nlohmann::ordered_json;
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
-const char* const kJobStates[] = {"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"};
-const char* const kNodeStates[] = {"alive", "lost", "left"};
 
 // One metric family: its samples are written together under one HELP and TYPE (the format
 // requires a family's lines to be contiguous).
@@ -112,7 +112,7 @@ std::string prometheus_text(const Json& cluster, const Json& nodes, const Json& 
   for (const auto& n : node_list) {
     const std::string name = str(n, "name"), host = str(n, "host"), state = str(n, "state");
     const Labels base = {{"node", name}, {"host", host}};
-    for (const char* s : kNodeStates) {
+    for (const auto& s : names<NodeState>()) {
       Labels l = base;
       l.emplace_back("state", s);
       node_state.add(l, state == s ? 1 : 0);
@@ -147,7 +147,7 @@ std::string prometheus_text(const Json& cluster, const Json& nodes, const Json& 
   for (const auto& j : job_list) {
     const std::string id = str(j, "id"), state = str(j, "state");
     const Labels base = {{"job", id}, {"kind", str(j, "kind")}};
-    for (const char* s : kJobStates) {
+    for (const auto& s : names<JobState>()) {
       Labels l = base;
       l.emplace_back("state", s);
       job_state.add(l, state == s ? 1 : 0);

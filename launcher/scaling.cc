@@ -81,7 +81,7 @@ std::optional<double> mean_tokens_per_s_per_rank(const Json& rows) {
 std::optional<ScalingBaseline> find_scaling_baseline(const JobStore& store, const JobRecord& job) {
   std::optional<ScalingBaseline> best;
   for (const auto& other : store.jobs()) {  // newest first
-    if (other.id >= job.id || other.kind != "train" || other.state != JobState::kSucceeded) continue;
+    if (other.id >= job.id || other.kind != JobKind::kTrain || other.state != JobState::kSucceeded) continue;
     if (other.nnodes >= job.nnodes || other.n_gpus_per_node != job.n_gpus_per_node) continue;
     if (best && other.nnodes <= best->nnodes) continue;
     if (!same_job_shape(other.config, job.config)) continue;

@@ -177,7 +177,7 @@ class SlurmBackend : public Backend {
   // What up runs here: sbatch on the rendered script, which starts everything else.
   LaunchSpec head_spec() const override {
     LaunchSpec s;
-    s.role = "head";
+    s.role = ProcessRole::kHead;
     s.host = "the first node of the allocation";
     s.script_path = paths_.dir + "/sbatch.sh";
     s.script = render_script();
@@ -192,7 +192,7 @@ class SlurmBackend : public Backend {
   // address that only the allocation knows).
   LaunchSpec agent_spec(size_t index) const override {
     LaunchSpec s;
-    s.role = "agent";
+    s.role = ProcessRole::kAgent;
     s.node = node_names(spec_).at(index);
     s.host = "node " + std::to_string(index) + " of the allocation (srun, in the script)";
     s.argv = agent_argv();
@@ -203,7 +203,7 @@ class SlurmBackend : public Backend {
   }
 
   ProcessRecord start(const LaunchSpec& spec) override {
-    if (spec.role != "head") return agent_record(spec);
+    if (spec.role != ProcessRole::kHead) return agent_record(spec);
     files::make_dirs(paths_.logs(), 0700);
     std::error_code ec;
     std::filesystem::remove(head_host_file(), ec);  // a former job's; this job writes its own
@@ -231,14 +231,14 @@ class SlurmBackend : public Backend {
     files::write_atomic(job_file(), Json{{"job_id", id}, {"script", spec.script_path}, {"submitted_ms", now_ms()}}.dump(2) + "\n",
                         0600);
     ProcessRecord p;
-    p.role = "head";
+    p.role = ProcessRole::kHead;
     p.host = "slurm job " + id;
     p.log = output_file(true);
     return p;
   }
 
   std::optional<std::string> ended(const ProcessRecord& p) override {
-    if (p.role == "process") return local_->ended(p);  // a leftover found on this machine
+    if (p.role == ProcessRole::kProcess) return local_->ended(p);  // a leftover found on this machine
     if (job_id_.empty()) return std::string("was never submitted");
     const JobView& v = view(false);
     if (!v.ended) return std::nullopt;
@@ -249,8 +249,8 @@ class SlurmBackend : public Backend {
   }
 
   bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) override {
-    if (p.role == "process") return local_->stop(p, grace);
-    if (p.role != "head" || job_id_.empty()) return true;  // agents end with the job
+    if (p.role == ProcessRole::kProcess) return local_->stop(p, grace);
+    if (p.role != ProcessRole::kHead || job_id_.empty()) return true;  // agents end with the job
     try {
       release(grace);
       return true;
@@ -280,7 +280,7 @@ class SlurmBackend : public Backend {
     const JobView& v = view(false);
     if (!v.error.empty()) return "asking slurm about job " + job_id_ + ": " + v.error;
     if (v.state == "PENDING") return "pending allocation (slurm job " + job_id_ + ", reason " + v.reason + ")";
-    if (p.role != "head") return {};
+    if (p.role != ProcessRole::kHead) return {};
     if (v.state == "RUNNING") {
       const std::string host = head_host("");
       if (host.empty()) return "allocation running on " + v.nodes + " (slurm job " + job_id_ + "); starting the head";
@@ -404,7 +404,7 @@ class SlurmBackend : public Backend {
 
   ProcessRecord agent_record(const LaunchSpec& s) const {
     ProcessRecord p;
-    p.role = "agent";
+    p.role = ProcessRole::kAgent;
     p.node = s.node;
     p.host = "slurm job " + job_id_;
     p.log = s.log;

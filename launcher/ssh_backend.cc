@@ -208,7 +208,7 @@ class SshBackend : public Backend {
   }
 
   ProcessRecord start(const LaunchSpec& spec) override {
-    if (spec.role != "agent") return local_->start(spec);
+    if (spec.role != ProcessRole::kAgent) return local_->start(spec);
     ProcessRecord p = start_node(index_of(spec.node), spec, [](const std::string&, const std::string&) {});
     checked_[record_key(p)] = Clock::now();  // seen running, as in start_agents
     return p;
@@ -267,7 +267,7 @@ class SshBackend : public Backend {
     std::vector<std::pair<size_t, size_t>> ask;  // (record, node index)
     for (size_t k = 0; k < ps.size(); ++k) {
       const ProcessRecord& p = ps[k];
-      if (p.role != "agent") {
+      if (p.role != ProcessRole::kAgent) {
         out[k] = local_->ended(p);
         continue;
       }
@@ -293,7 +293,7 @@ class SshBackend : public Backend {
     std::vector<bool> out(ps.size(), false);
     std::vector<std::pair<size_t, size_t>> ask;
     for (size_t k = 0; k < ps.size(); ++k) {
-      if (ps[k].role != "agent") out[k] = local_->stop(ps[k], grace);
+      if (ps[k].role != ProcessRole::kAgent) out[k] = local_->stop(ps[k], grace);
       else ask.emplace_back(k, record_index(ps[k].node));
     }
     std::vector<std::optional<Error>> errors(ps.size());
@@ -316,7 +316,7 @@ class SshBackend : public Backend {
   }
 
   std::string describe(const ProcessRecord& p) override {
-    if (p.role != "agent") return local_->describe(p);
+    if (p.role != ProcessRole::kAgent) return local_->describe(p);
     return "pid " + std::to_string(p.pid) + " on " + p.host;
   }
 
@@ -556,7 +556,7 @@ class SshBackend : public Backend {
   ProcessRecord started_record(const Node& n, const LaunchSpec& spec, const ExecResult& r) const {
     auto g = parse_fields(r.out);
     ProcessRecord p;
-    p.role = "agent";
+    p.role = ProcessRole::kAgent;
     p.node = n.name;
     p.host = n.target.host;
     p.log = spec.log;

@@ -32,10 +32,11 @@ TEST(ClusterState, StateRoundTripsAtomicallyWith0600) {
   ClusterState s;
   s.name = "c1";
   s.backend = "local";
-  s.status = "up";
+  s.status = ClusterStatus::kUp;
   s.head_host = "127.0.0.1";
   s.head_port = 18265;
-  s.processes = {{"head", "", "localhost", 100, 555, "/x/head.log"}, {"agent", "node-0", "localhost", 101, 556, "/x/a.log"}};
+  s.processes = {{ProcessRole::kHead, "", "localhost", 100, 555, "/x/head.log"},
+                 {ProcessRole::kAgent, "node-0", "localhost", 101, 556, "/x/a.log"}};
   write_state(paths, s);
   struct stat st {};
   ASSERT_EQ(stat(paths.state().c_str(), &st), 0);
@@ -47,8 +48,21 @@ TEST(ClusterState, StateRoundTripsAtomicallyWith0600) {
   ASSERT_EQ(back->processes.size(), 2u);
   EXPECT_EQ(back->processes[1].node, "node-0");
   EXPECT_EQ(back->processes[1].start_ticks, 556);
+  EXPECT_EQ(back->status, ClusterStatus::kUp);
+  EXPECT_EQ(back->processes[1].role, ProcessRole::kAgent);
+  EXPECT_NE(files::read_file(paths.state()).find("\"status\": \"up\""), std::string::npos) << "the names, not numbers";
   files::write_atomic(paths.state(), "{not json", 0600);
   EXPECT_THROW(read_state(paths), Error);
+  // A status this verlctl does not know is a corrupt state naming the value, not a crash.
+  auto j = to_json(s);
+  j["status"] = "paused";
+  files::write_atomic(paths.state(), j.dump(), 0600);
+  try {
+    read_state(paths);
+    ADD_FAILURE() << "an unknown status was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown cluster status 'paused'"), std::string::npos) << e.what();
+  }
   fs::remove_all(dir);
 }
 

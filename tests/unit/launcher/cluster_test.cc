@@ -51,13 +51,13 @@ TEST_F(TempHome, LocalPlanIsAHeadAndNAgentsAndCreatesNothing) {
   EXPECT_EQ(plan.spec["nodes"].size(), 3u);
   EXPECT_EQ(plan.state_dir, (home_ / "plan").string());
   ASSERT_EQ(plan.daemons.size(), 4u);
-  EXPECT_EQ(plan.daemons[0].role, "head");
+  EXPECT_EQ(plan.daemons[0].role, ProcessRole::kHead);
   EXPECT_EQ(plan.daemons[0].argv[0], "/opt/verlctl");
   EXPECT_EQ(plan.daemons[0].argv[1], "head");
   EXPECT_TRUE(has(plan.daemons[0].argv, "--state-dir", plan.state_dir));
   for (size_t i = 1; i < 4; ++i) {
     const auto& a = plan.daemons[i];
-    EXPECT_EQ(a.role, "agent");
+    EXPECT_EQ(a.role, ProcessRole::kAgent);
     EXPECT_EQ(a.node, "node-" + std::to_string(i - 1));
     EXPECT_TRUE(has(a.argv, "--head", "127.0.0.1:18111"));
     EXPECT_TRUE(has(a.argv, "--token-file", plan.state_dir + "/token"));
@@ -83,7 +83,7 @@ TEST_F(TempHome, SshPlanNamesNodesByHostWithTheirRemoteCommands) {
                  "ssh.user=alice", "ssh.remote_dir=/scratch/it's here", "head.host=10.0.0.1", "head.bind_host=0.0.0.0"};
   const auto plan = plan_up(o);
   ASSERT_EQ(plan.daemons.size(), 4u);
-  EXPECT_EQ(plan.daemons[0].role, "head");
+  EXPECT_EQ(plan.daemons[0].role, ProcessRole::kHead);
   EXPECT_TRUE(plan.daemons[0].remote.empty()) << "the head runs on this machine";
   const std::vector<std::string> names = {"10.0.0.2", "10.0.0.3-1", "10.0.0.3-2"};
   const std::vector<std::string> targets = {"alice@10.0.0.2:22", "bob@10.0.0.3:2200", "alice@10.0.0.3:22"};
@@ -241,7 +241,7 @@ TEST_F(TempHome, StatusWithADeadHeadNamesItsAddress) {
   ClusterState s;
   s.name = "dead";
   s.backend = "local";
-  s.status = "up";
+  s.status = ClusterStatus::kUp;
   s.head_host = "127.0.0.1";
   s.head_port = 1;  // nothing listens on port 1
   write_state(StatePaths(dir), s);

@@ -5,13 +5,16 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/head_requests.h"
 #include "launcher/job_controller.h"
+#include "launcher/wire.h"
 
 namespace verl::launcher {
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+// The tests write task reports as the agent sends them, as JSON.
+std::vector<wire::TaskReport> reports(const Json& tasks) { return tasks.get<std::vector<wire::TaskReport>>(); }
 
 TEST(CommandJob, Base64RoundTripsEveryByteAndLength) {
   std::string bytes;
@@ -37,25 +40,26 @@ TEST(CommandJob, SubmitBodyIsCheckedNamingTheField) {
   const Json ok = {{"kind", "command"},
                    {"command", {{"argv", {"python3", "x.py"}}, {"env", {"A=1"}}, {"ranks_per_node", 1},
                                 {"working_dir", {{"source", "/src"}, {"tar_base64", base64_encode("tarbytes")}}}}}};
-  const auto c = requests::parse_submit_command(ok);
+  const auto c = wire::parse<wire::Submit>(ok).command.value();
   EXPECT_EQ(c.spec.argv, (std::vector<std::string>{"python3", "x.py"}));
   EXPECT_EQ(c.spec.env, (std::vector<std::string>{"A=1"}));
   EXPECT_EQ(c.spec.ranks_per_node, 1);
   EXPECT_EQ(c.spec.working_dir, "/src");
   EXPECT_EQ(c.spec.working_dir_bytes, 8);
   EXPECT_EQ(c.working_dir_tar, "tarbytes");
-  auto refused = [](const Json& body) {
+  auto refused = [](Json body) {
     try {
-      requests::parse_submit_command(body);
-    } catch (const std::invalid_argument& e) {
+      body["kind"] = "command";
+      (void)wire::parse<wire::Submit>(body);
+    } catch (const wire::BadMessage& e) {
       return std::string(e.what());
     }
     return std::string("accepted");
   };
   EXPECT_NE(refused(Json{{"kind", "command"}}).find("needs 'command'"), std::string::npos);
   EXPECT_NE(refused(Json{{"command", {{"argv", Json::array()}}}}).find("'argv' must be a non-empty array"), std::string::npos);
-  EXPECT_NE(refused(Json{{"command", {{"argv", {"x", 1}}}}}).find("'argv' must hold strings"), std::string::npos);
-  EXPECT_NE(refused(Json{{"command", {{"argv", {"x"}}, {"env", {"BAD"}}}}}).find("'env': 'BAD'"), std::string::npos);
+  EXPECT_NE(refused(Json{{"command", {{"argv", {"x", 1}}}}}).find("jobs: command: argv[1] must be a string"), std::string::npos);
+  EXPECT_NE(refused(Json{{"command", {{"argv", {"x"}}, {"env", {"BAD"}}}}}).find("'env[0]': 'BAD'"), std::string::npos);
   EXPECT_NE(refused(Json{{"command", {{"argv", {"x"}}, {"ranks_per_node", -1}}}}).find("'ranks_per_node'"), std::string::npos);
   EXPECT_NE(refused(Json{{"command", {{"argv", {"x"}}, {"working_dir", {{"source", "/s"}, {"tar_base64", "!!!!"}}}}}})
                 .find("command.working_dir: 'tar_base64'"),
@@ -103,7 +107,7 @@ struct Head {
   }
   Json beat(const NodeRecord& n, Json tasks, int64_t now) {
     registry.heartbeat(n.id, now);
-    return ctl->heartbeat(n, tasks, n.name == "node-0" ? "10.0.0.1" : "10.0.0.2", "/w/" + n.name, now);
+    return Json(ctl->heartbeat(n, reports(tasks), n.name == "node-0" ? "10.0.0.1" : "10.0.0.2", "/w/" + n.name, now));
   }
 };
 
@@ -118,14 +122,14 @@ TEST(CommandJob, EachRankRunsTheCommandWithTorchrunsVariablesAndEnvLast) {
   SubmitError e;
   const auto j = h.submit({{"argv", {"python3", "allreduce.py"}}, {"env", {"A=mine", "B=2"}}}, &e);
   ASSERT_TRUE(j) << e.error;
-  EXPECT_EQ(j->kind, "command");
+  EXPECT_EQ(j->kind, JobKind::kCommand);
   EXPECT_EQ(j->world_size, 4);
   EXPECT_EQ(j->total_steps, 0);
   // The stored record says what it runs.
   const auto stored = *h.store.job(j->id);
   ASSERT_TRUE(stored.command);
   EXPECT_EQ(stored.command->argv, (std::vector<std::string>{"python3", "allreduce.py"}));
-  EXPECT_EQ(h.ctl->summary(stored)["command"], "python3 allreduce.py");
+  EXPECT_EQ(h.ctl->summary(stored).command, "python3 allreduce.py");
   h.beat(h.n0, Json::array(), 150);
   h.ctl->tick(200);
   const Json o = h.beat(h.n1, Json::array(), 300);

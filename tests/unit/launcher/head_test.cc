@@ -265,7 +265,7 @@ TEST(Head, NumbersThatDoNotFitTheirFieldAre400NamingIt) {
       {job + "/results", R"({"rank": 1e300})", "'rank'"},
       {job + "/stop", R"({"grace_s": 1e999})", "bad request body"},
       {"/api/nodes/register", R"({"name": "n1", "resources": {"cpus": 1e300, "memory_bytes": 1, "gpus": 0}})", "'cpus'"},
-      {node + "/heartbeat", R"({"tasks": [5]})", "tasks[]"},
+      {node + "/heartbeat", R"({"tasks": [5]})", "tasks[0]: must be a JSON object"},
       {node + "/heartbeat", R"({"tasks": [{"task": "job-1.0.0", "state": "exited", "signal": 1e300}]})", "'signal'"},
   };
   for (const auto& [path, body, names] : cases) {

@@ -15,6 +15,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// The tests write task reports as the agent sends them, as JSON.
+std::vector<wire::TaskReport> reports(const Json& tasks) { return tasks.get<std::vector<wire::TaskReport>>(); }
+
 struct Cluster {
   JobStore store{":memory:"};
   NodeRegistry registry{":memory:"};
@@ -48,7 +51,7 @@ struct Cluster {
   }
   Json beat(const NodeRecord& n, Json tasks, int64_t now) {
     registry.heartbeat(n.id, now);
-    return ctl->heartbeat(n, tasks, n.name == "node-0" ? "10.0.0.1" : "10.0.0.2", "/w/" + n.name, now);
+    return Json(ctl->heartbeat(n, reports(tasks), n.name == "node-0" ? "10.0.0.1" : "10.0.0.2", "/w/" + n.name, now));
   }
   JobState state(int64_t id) { return store.job(id)->state; }
 };
@@ -141,9 +144,9 @@ TEST(JobController, OrdersCarryTheSpecsContainerNamedAfterTheClusterAndTask) {
     ASSERT_TRUE(ctl.submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}}},
                            100, &e));
     ASSERT_TRUE(ctl.submit(Json{{"kind", "probe"}, {"argv", {"probe", "--only", "shm"}}}, 100, &e));
-    ctl.heartbeat(n0, Json::array(), "10.0.0.1", "/w", 150);
+    ctl.heartbeat(n0, reports(Json::array()), "10.0.0.1", "/w", 150);
     ctl.tick(200);
-    const Json orders = ctl.heartbeat(n0, Json::array(), "10.0.0.1", "/w", 300);
+    const Json orders = ctl.heartbeat(n0, reports(Json::array()), "10.0.0.1", "/w", 300);
     ASSERT_EQ(orders.size(), 2u) << "the train rank and the probe: " << orders.dump();
     for (const auto& order : orders) {
       if (runtime == "none") {
@@ -339,21 +342,21 @@ TEST(JobController, ARestartWaitsForThePreviousAttemptsRanksAndReturnsToItsNodes
                                  {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=2", "trainer.max_restarts=1"}}},
                             100, &e);
   ASSERT_TRUE(j) << e.error;
-  ctl.heartbeat(big, Json::array(), "10.0.0.1", "/w", 150);
-  ctl.heartbeat(other, Json::array(), "10.0.0.2", "/w", 150);
+  ctl.heartbeat(big, reports(Json::array()), "10.0.0.1", "/w", 150);
+  ctl.heartbeat(other, reports(Json::array()), "10.0.0.2", "/w", 150);
   ctl.tick(200);
   ASSERT_EQ(store.placements(j->id, 0).size(), 2u);
   EXPECT_EQ(store.placements(j->id, 0)[0].node, "node-0");
   Json all = Json::array();
   for (int rank = 0; rank < 2; ++rank) all.push_back(running("job-1/" + std::to_string(rank) + "/0"));
-  ctl.heartbeat(big, all, "10.0.0.1", "/w", 300);
+  ctl.heartbeat(big, reports(all), "10.0.0.1", "/w", 300);
   all[1] = killed("job-1/1/0", 9);
-  ctl.heartbeat(big, all, "10.0.0.1", "/w", 400);
+  ctl.heartbeat(big, reports(all), "10.0.0.1", "/w", 400);
   EXPECT_EQ(store.job(j->id)->attempt, 1);
   ctl.tick(450);
   EXPECT_TRUE(store.placements(j->id, 1).empty()) << "rank 0 of attempt 1 still runs: GPUs 2-7 are free, the port is not";
   for (int rank : {0}) all[rank] = killed("job-1/" + std::to_string(rank) + "/0", 15);
-  ctl.heartbeat(big, all, "10.0.0.1", "/w", 500);
+  ctl.heartbeat(big, reports(all), "10.0.0.1", "/w", 500);
   ctl.tick(600);
   const auto next = store.placements(j->id, 1);
   ASSERT_EQ(next.size(), 2u);
@@ -361,8 +364,8 @@ TEST(JobController, ARestartWaitsForThePreviousAttemptsRanksAndReturnsToItsNodes
   EXPECT_EQ(store.job(j->id)->rendezvous["master_port"], 29500);
   Json done = Json::array();
   for (int rank = 0; rank < 2; ++rank) done.push_back(exited("job-1/" + std::to_string(rank) + "/1", 0));
-  ctl.heartbeat(big, Json::array(), "10.0.0.1", "/w", 700);
-  ctl.heartbeat(big, done, "10.0.0.1", "/w", 800);
+  ctl.heartbeat(big, reports(Json::array()), "10.0.0.1", "/w", 700);
+  ctl.heartbeat(big, reports(done), "10.0.0.1", "/w", 800);
   const auto fin = *store.job(j->id);
   EXPECT_EQ(fin.state, JobState::kSucceeded);
   EXPECT_TRUE(fin.failure.is_null()) << "the restart's cause is an event, not the job's failure: " << fin.failure.dump();
@@ -593,7 +596,7 @@ TEST(JobController, AHeadRestartedUnderItsJobsTakesBackWhatIsStillRunning) {
   o.head_started_ms = 10000;
   JobController after(before.store, fresh, o);
   const auto n0 = fresh.register_node("node-0", "host-a", 1, Resources{}, 10100);
-  EXPECT_TRUE(after.heartbeat(n0, Json::array({running("job-1/0/0")}), "", "", 10200).empty());
+  EXPECT_TRUE(after.heartbeat(n0, reports(Json::array({running("job-1/0/0")})), "", "", 10200).empty());
   after.tick(10500);
   EXPECT_EQ(before.state(j.id), JobState::kRunning) << "node-1 still has time to come back";
   after.tick(11100);

@@ -15,7 +15,7 @@ using Json = nlohmann::ordered_json;
 
 JobRecord train_job() {
   JobRecord j;
-  j.kind = "train";
+  j.kind = JobKind::kTrain;
   j.config = {{"trainer", {{"nnodes", 2}}}};
   j.nnodes = 2;
   j.n_gpus_per_node = 1;

@@ -20,7 +20,7 @@ namespace {
 std::vector<std::string> shipped_lines(const std::string& file, size_t grow) {
   JobStore store(":memory:");
   JobRecord j;
-  j.kind = "train";
+  j.kind = JobKind::kTrain;
   j.config = nlohmann::ordered_json::object();
   const auto job = store.create(j, 1).id;
   int64_t offset = 0;

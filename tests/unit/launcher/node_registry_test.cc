@@ -114,7 +114,7 @@ TEST(NodeRegistry, FileDatabaseIsWalAndPersists) {
 TEST(NodeRegistry, JsonHasHeartbeatAge) {
   NodeRegistry reg(":memory:");
   const auto n = reg.register_node("node-0", "h", 1, two_cpus(), 1000);
-  const auto j = to_json(n, 3500);
+  const nlohmann::ordered_json j = node_view(n, 3500);
   EXPECT_EQ(j["state"], "alive");
   EXPECT_DOUBLE_EQ(j["heartbeat_age_s"].get<double>(), 2.5);
   EXPECT_TRUE(j["lost_ms"].is_null());

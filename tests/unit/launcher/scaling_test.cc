@@ -36,7 +36,7 @@ const Json& check(const Json& s, const std::string& name) {
 ScalingInput two_cpu_ranks() {
   ScalingInput in;
   in.job.id = 2;
-  in.job.kind = "train";
+  in.job.kind = JobKind::kTrain;
   in.job.nnodes = 2;
   in.job.n_gpus_per_node = 1;
   in.job.world_size = 2;
@@ -107,7 +107,7 @@ TEST(Scaling, TheBaselineIsTheSameShapeOnFewerNodes) {
   JobStore store(":memory:");
   auto add = [&](int nnodes, const std::string& experiment, JobState state, double tps) {
     JobRecord j;
-    j.kind = "train";
+    j.kind = JobKind::kTrain;
     j.nnodes = nnodes;
     j.n_gpus_per_node = 1;
     j.world_size = nnodes;
