@@ -64,10 +64,10 @@ std::vector<std::string> log_tail(const std::string& path, size_t lines) {
   return all;
 }
 
-HeadAddress head_address(const Json& spec) {
+HeadAddress head_address(const ClusterSpec& spec) {
   HeadAddress a;
-  a.host = spec.at("head").at("host").get<std::string>();
-  a.port = spec.at("head").at("dashboard_port").get<int>();
+  a.host = spec.head.host;
+  a.port = spec.head.dashboard_port;
   return a;
 }
 
@@ -78,29 +78,26 @@ HeadAddress head_address(const ClusterState& s) {
   return a;
 }
 
-Json resolve_spec(const UpOptions& o) {
+ClusterSpec resolve_spec(const UpOptions& o) {
   std::vector<std::string> overrides = o.overrides;
   if (o.local_nodes) overrides.push_back("backend=local");
   if (!o.name.empty()) overrides.push_back("name=" + o.name);
-  Json spec = config::load_cluster(o.file, overrides);
-  const Json item = {{"host", "127.0.0.1"}, {"port", 22}, {"user", nullptr}, {"gpus", 0},
-                     {"resources", {{"cpus", nullptr}, {"gpus", nullptr}, {"gpu_ids", nullptr}}}};
+  ClusterSpec spec = load_cluster_spec(o.file, overrides);
   if (o.local_nodes) {
     if (*o.local_nodes < 1)
       throw Error(ExitCode::kUsage, "--local needs at least 1 node, not " + std::to_string(*o.local_nodes));
-    spec["nodes"] = Json::array();
-    for (int i = 0; i < *o.local_nodes; ++i) spec["nodes"].push_back(item);
-  } else if (spec.at("backend") == "local" && spec.at("nodes").empty()) {
-    spec["nodes"] = Json::array({item});  // local without nodes: this machine is the one node
+    spec.nodes.assign(static_cast<size_t>(*o.local_nodes), default_node("127.0.0.1"));
+  } else if (spec.backend == BackendKind::kLocal && spec.nodes.empty()) {
+    spec.nodes.push_back(default_node("127.0.0.1"));  // local without nodes: this machine is the one node
   }
   return spec;
 }
 
 // The spec the backend of this up works from: the recorded one, with what applies to this run
 // only (--accept-new-host-keys).
-Json backend_spec(const Json& spec, const UpOptions& o) {
-  Json s = spec;
-  if (o.accept_new_host_keys) s["ssh"]["strict_host_keys"] = false;
+ClusterSpec backend_spec(const ClusterSpec& spec, const UpOptions& o) {
+  ClusterSpec s = spec;
+  if (o.accept_new_host_keys) s.ssh.strict_host_keys = false;
   return s;
 }
 
@@ -209,39 +206,19 @@ void rotate_log(const std::string& path) {
 }
 
 // What agent index runs for rank 0 of a job job-N, as far as it is known before the node is
-// reached: a local node's GPUs and InfiniBand ports are read here, a remote node's GPUs come
-// from the spec and its ports are read by its agent.
-ContainerLine container_line(const Json& spec, const ContainerConfig& container, const LaunchSpec& agent,
-                             size_t index) {
+// reached (Backend::known_host): a local node's GPUs and InfiniBand ports are read here, a
+// remote node's GPUs come from the spec and its ports are read by its agent.
+ContainerLine container_line(const ClusterSpec& spec, Backend& backend, const LaunchSpec& agent, size_t index) {
   ContainerLine line;
   line.node = agent.node;
-  const std::string backend = spec.at("backend").get<std::string>();
-  ContainerHost host;
-  if (backend == "local") {
-    const Resources r = detect_resources();
-    host.gpus = r.gpus > 0;
-    host.infiniband = !r.ib_ports.empty();
-  } else {
-    const Json& nodes = spec.at("nodes");
-    host.gpus = backend == "slurm" ? spec.at("slurm").value("gpus_per_node", 0) > 0
-                                   : index < nodes.size() && nodes[index].value("gpus", 0) > 0;
-    line.note = "--device /dev/infiniband (docker, podman) is added on a node with InfiniBand/RoCE ports";
-  }
-  if (backend == "slurm") host.slurm_node = "$SLURMD_NODENAME";
-  // The agent's work directory: --work-dir, else its token file's directory.
-  std::string work_dir;
-  for (size_t i = 1; i < agent.argv.size(); ++i) {
-    if (agent.argv[i - 1] == "--work-dir") work_dir = agent.argv[i];
-    if (agent.argv[i - 1] == "--token-file" && work_dir.empty())
-      work_dir = std::filesystem::path(agent.argv[i]).parent_path().string();
-  }
+  const KnownHost known = backend.known_host(index);
   const std::string env_note = "the variables reach the container from the client's environment, values never on "
                                "the command line: the spec's env, the node's NCCL/Gloo variables ('verlctl env' on "
                                "the node) and the rank's own (RANK, WORLD_SIZE, MASTER_ADDR, ...)";
-  line.note = line.note.empty() ? env_note : line.note + "; " + env_note;
+  line.note = known.note.empty() ? env_note : known.note + "; " + env_note;
   const std::vector<std::string> inner = {agent.argv.at(0), "train", "-f", "job.yaml", "--rank", "0"};
-  line.argv = container_argv(container, host, spec_assignments(spec.value("env", Json::object())), inner,
-                             {container_name(spec.at("name").get<std::string>(), "job-N/0/0"), work_dir + "/jobs/job-N"});
+  line.argv = container_argv(spec.container, known.host, spec_assignments(spec.env), inner,
+                             {container_name(spec.name, "job-N/0/0"), agent.work_dir + "/jobs/job-N"});
   return line;
 }
 
@@ -250,23 +227,22 @@ ContainerLine container_line(const Json& spec, const ContainerConfig& container,
 UpPlan plan_up(const UpOptions& o) {
   UpPlan plan;
   plan.spec = resolve_spec(o);
-  plan.state_dir = files::state_dir(plan.spec.at("name").get<std::string>(), /*create=*/false);
+  plan.state_dir = files::state_dir(plan.spec.name, /*create=*/false);
   auto backend = make_backend(backend_spec(plan.spec, o), plan.state_dir, o.exe);
   backend->check_spec();
   plan.daemons.push_back(backend->head_spec());
   for (size_t i = 0; i < backend->agent_count(); ++i) plan.daemons.push_back(backend->agent_spec(i));
-  const ContainerConfig container = container_config(plan.spec);  // before anything starts
-  if (container.runtime != ContainerRuntime::kNone)
+  if (plan.spec.container.runtime != ContainerRuntime::kNone)
     for (size_t i = 1; i < plan.daemons.size(); ++i)
-      plan.containers.push_back(container_line(plan.spec, container, plan.daemons[i], i - 1));
+      plan.containers.push_back(container_line(plan.spec, *backend, plan.daemons[i], i - 1));
   return plan;
 }
 
 UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>* interrupted) {
   Progress progress(out);
   UpPlan plan = plan_up(o);
-  const Json& spec = plan.spec;
-  const std::string name = spec.at("name").get<std::string>();
+  const ClusterSpec& spec = plan.spec;
+  const std::string name = spec.name;
   files::state_dir(name, /*create=*/true);
   const StateLock lock(plan.state_dir, name);
   const StatePaths paths(plan.state_dir);
@@ -284,7 +260,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         // Slurm's agents are steps of the allocation's script: not started one by one.
         ClusterState repaired = *old;
         std::vector<std::string> restarted;
-        if (backend->name() != "slurm") {
+        if (backend->can_restart_agent()) {
           for (auto& p : repaired.processes) {
             if (p.role != "agent") continue;
             const auto how = backend->ended(p);
@@ -312,9 +288,8 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
                                         (restarted.empty() ? std::string("nothing changed")
                                                            : "restarted the agents of " + restarted_list));
         try {
-          const Json running = Json::parse(files::read_file(paths.spec()));
-          if (running.at("nodes").size() != spec.at("nodes").size() || running.at("head") != spec.at("head") ||
-              running.at("backend") != spec.at("backend"))
+          const ClusterSpec running = read_cluster_spec(paths.spec());
+          if (running.nodes.size() != spec.nodes.size() || running.head != spec.head || running.backend != spec.backend)
             progress("cluster " + name,
                      "warning: it runs a different spec than this command asks for; 'verlctl down --name " + name +
                          "' first to change it");
@@ -341,14 +316,14 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
   files::make_dirs(paths.logs(), 0700);
   const std::string token = generate_token();
   files::write_atomic(paths.token(), token + "\n", 0600);
-  files::write_atomic(paths.spec(), spec.dump(2) + "\n", 0600);
+  files::write_atomic(paths.spec(), Json(spec).dump(2) + "\n", 0600);
   for (const auto& d : plan.daemons) rotate_log(d.log);
   ClusterState state;
   state.name = name;
   state.backend = backend->name();
   state.status = "starting";
-  state.head_host = spec.at("head").at("host").get<std::string>();
-  state.head_port = spec.at("head").at("dashboard_port").get<int>();
+  state.head_host = spec.head.host;
+  state.head_port = spec.head.dashboard_port;
   auto save = [&] {
     state.updated_ms = now_ms();
     write_state(paths, state);
@@ -393,7 +368,7 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
       const std::string host = backend->head_host(configured_host);
       if (!host.empty() && host != reach_checked) {
         // Where the agents dial (the spec's head.host, or where the backend put the head).
-        check_head_reach(spec.at("head").at("bind_host").get<std::string>(), host, "", "");
+        check_head_reach(spec.head.bind_host, host, "", "");
         reach_checked = host;
       }
       if (!host.empty() && host != address.host) {
@@ -525,12 +500,12 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
                 "the clusters are the directories under " + files::state_root() + "; pick one with --name");
   const StateLock lock(dir, name);
   auto state = read_state(paths);
-  Json spec;
+  ClusterSpec spec;
   try {
-    spec = Json::parse(files::read_file(paths.spec()));
+    spec = read_cluster_spec(paths.spec());
   } catch (const std::exception&) {
-    spec = config::load_cluster("", {"name=" + name});  // no recorded spec: stop it as local processes
-    spec["nodes"] = Json::array();
+    spec = load_cluster_spec("", {"name=" + name});  // no recorded spec: stop it as local processes
+    spec.nodes.clear();
   }
   auto backend = make_backend(spec, dir, exe);
   DownResult result;
@@ -619,7 +594,7 @@ StatusReport query_status(const std::string& name) {
   StatusReport report;
   report.state = *state;
   try {
-    report.allocation = make_backend(Json::parse(files::read_file(paths.spec())), dir, "")->allocation();
+    report.allocation = make_backend(read_cluster_spec(paths.spec()), dir, "")->allocation();
   } catch (const std::exception&) {
     // no recorded spec: no backend to ask; the head still answers for the nodes
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "launcher/backend.h"
+#include "launcher/cluster_spec.h"
 #include "launcher/cluster_state.h"
 
 namespace verl::launcher {
@@ -43,7 +44,7 @@ struct ContainerLine {
 };
 
 struct UpPlan {
-  nlohmann::ordered_json spec;  // resolved, nodes filled in: what up records (cluster.json)
+  ClusterSpec spec;  // resolved, nodes filled in: what up records (cluster.json)
   std::string state_dir;
   std::vector<LaunchSpec> daemons;  // head first
   std::vector<ContainerLine> containers;  // one per agent when container.runtime is set

@@ -46,9 +46,9 @@ TEST_F(TempHome, LocalPlanIsAHeadAndNAgentsAndCreatesNothing) {
   o.exe = "/opt/verlctl";
   o.overrides = {"head.dashboard_port=18111", "head.store_port=18112", "head.heartbeat_interval_s=0.5"};
   const auto plan = plan_up(o);
-  EXPECT_EQ(plan.spec["name"], "plan");
-  EXPECT_EQ(plan.spec["backend"], "local");
-  EXPECT_EQ(plan.spec["nodes"].size(), 3u);
+  EXPECT_EQ(plan.spec.name, "plan");
+  EXPECT_EQ(plan.spec.backend, BackendKind::kLocal);
+  EXPECT_EQ(plan.spec.nodes.size(), 3u);
   EXPECT_EQ(plan.state_dir, (home_ / "plan").string());
   ASSERT_EQ(plan.daemons.size(), 4u);
   EXPECT_EQ(plan.daemons[0].role, "head");
@@ -205,7 +205,7 @@ TEST_F(TempHome, AcceptNewHostKeysIsNotRecorded) {
   o.overrides = {"backend=ssh", "nodes=[{host: 127.0.0.2}]"};
   o.accept_new_host_keys = true;
   const auto plan = plan_up(o);
-  EXPECT_EQ(plan.spec.at("ssh").at("strict_host_keys"), true);
+  EXPECT_TRUE(plan.spec.ssh.strict_host_keys);
   EXPECT_NE(plan.daemons.at(1).remote.at(0).find("unknown ones added"), std::string::npos) << plan.daemons.at(1).remote.at(0);
   o.accept_new_host_keys = false;
   EXPECT_NE(plan_up(o).daemons.at(1).remote.at(0).find(", strict"), std::string::npos);
