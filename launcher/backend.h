@@ -82,6 +82,7 @@ class Backend {
   // Stops each and everything in its process group: SIGTERM, SIGKILL after grace. A record
   // from an earlier run is signalled only while it is still the same process. true: it is gone.
   virtual std::vector<bool> stop_all(const std::vector<ProcessRecord>& ps, std::chrono::milliseconds grace) = 0;
+  // One record: ended_all / stop_all of it.
   std::optional<std::string> ended(const ProcessRecord& p) { return ended_all({p}).front(); }
   bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) { return stop_all({p}, grace).front(); }
   // Whether one agent that ended can be started again on its own (start() of its LaunchSpec)
@@ -105,7 +106,7 @@ class Backend {
 
   // For backends that hold more than processes: a batch allocation (slurm), where start() of
   // the head submits one job that starts the head and every agent, start_agents() reports the
-  // agents that job starts, ended() says whether the job still runs and stop() of the head
+  // agents that job starts, ended_all() says whether the job still runs and stop_all() of the head
   // cancels it (returning once the scheduler no longer lists it). The defaults fit process
   // backends.
   //
