@@ -270,29 +270,6 @@ class SlurmBackend : public Backend {
   // The agents are steps of the allocation's script: they start and end with it.
   bool can_restart_agent() const override { return false; }
 
-  std::optional<std::string> ended_one(const ProcessRecord& p) {
-    if (p.role == "process") return local_->ended(p);  // a leftover found on this machine
-    if (job_id_.empty()) return std::string("was never submitted");
-    const JobView& v = view(false);
-    if (!v.ended) return std::nullopt;
-    std::string how = "ended with its allocation: slurm job " + job_id_ + " " + v.state;
-    if (!v.reason.empty() && v.reason != "None") how += " (" + v.reason + ")";
-    if (!v.exit_code.empty() && v.exit_code != "0:0") how += ", exit code " + v.exit_code;
-    return how + "; the job's output is " + output_file(false) + " and " + output_file(true);
-  }
-
-  bool stop_one(const ProcessRecord& p, std::chrono::milliseconds grace) {
-    if (p.role == "process") return local_->stop(p, grace);
-    if (p.role != "head" || job_id_.empty()) return true;  // agents end with the job
-    try {
-      release(grace);
-      return true;
-    } catch (const Error& e) {
-      log::Err() << e.what() << " (" << e.hint() << ")";
-      return false;
-    }
-  }
-
   void detach() override {}  // nothing here to let go of: the job runs on its own
 
   // srun starts the agents inside the allocation: their pids are not known here (the records
@@ -357,6 +334,31 @@ class SlurmBackend : public Backend {
   }
 
  private:
+  // Whether the allocation still runs (every record of it ends with it).
+  std::optional<std::string> ended_one(const ProcessRecord& p) {
+    if (p.role == "process") return local_->ended(p);  // a leftover found on this machine
+    if (job_id_.empty()) return std::string("was never submitted");
+    const JobView& v = view(false);
+    if (!v.ended) return std::nullopt;
+    std::string how = "ended with its allocation: slurm job " + job_id_ + " " + v.state;
+    if (!v.reason.empty() && v.reason != "None") how += " (" + v.reason + ")";
+    if (!v.exit_code.empty() && v.exit_code != "0:0") how += ", exit code " + v.exit_code;
+    return how + "; the job's output is " + output_file(false) + " and " + output_file(true);
+  }
+
+  // Stopping the head cancels the allocation; agents end with it.
+  bool stop_one(const ProcessRecord& p, std::chrono::milliseconds grace) {
+    if (p.role == "process") return local_->stop(p, grace);
+    if (p.role != "head" || job_id_.empty()) return true;  // agents end with the job
+    try {
+      release(grace);
+      return true;
+    } catch (const Error& e) {
+      log::Err() << e.what() << " (" << e.hint() << ")";
+      return false;
+    }
+  }
+
   // Waits up to graceful for the job to end by itself (its head was asked to shut down), then
   // cancels it; returns once squeue no longer lists it. Throws verl::Error when it cannot.
   void release(std::chrono::milliseconds graceful) {
