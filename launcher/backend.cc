@@ -2,7 +2,10 @@
 // sequential start_agents. The one place, with node_names, that looks at spec.backend.
 #include "launcher/backend.h"
 
+#include <cstdio>
+
 #include "common/error.h"
+#include "common/log.h"
 
 namespace verl::launcher {
 
@@ -25,6 +28,53 @@ std::vector<std::string> node_names(const ClusterSpec& spec) {
       return names;
   }
   return names;
+}
+
+std::string daemon_log_level() {
+  switch (log::level()) {
+    case log::Level::kDebug: return "debug";
+    case log::Level::kInfo: return "info";
+    case log::Level::kWarn: return "warn";
+    case log::Level::kError: return "error";
+    case log::Level::kOff: return "off";
+  }
+  return "info";
+}
+
+std::vector<std::string> AgentCommand::argv(const std::function<std::string(const std::string&)>& word) const {
+  auto w = [&](const std::string& v) { return word ? word(v) : v; };
+  auto seconds = [&](double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", s);
+    return w(buf);
+  };
+  std::vector<std::string> out = {exe, "agent"};
+  if (!head.empty()) out.insert(out.end(), {"--head", w(head)});
+  out.insert(out.end(), {"--token-file", token_file});
+  if (!node.empty()) out.insert(out.end(), {"--node", w(node)});
+  out.insert(out.end(), {"--heartbeat-interval", seconds(heartbeat_interval_s), "--exit-after", seconds(exit_after_s),
+                         "--log-level", w(log_level)});
+  // The agent puts them over what it detects and refuses GPUs it lacks.
+  if (resources.any())
+    out.insert(out.end(), {"--resources", w(to_json(resources).dump()), "--resources-key", w(resources_key)});
+  return out;
+}
+
+AgentCommand agent_command(const ClusterSpec& spec, const StatePaths& paths, const std::string& exe, size_t index) {
+  AgentCommand c;
+  c.exe = exe;
+  c.head = spec.head.host + ":" + std::to_string(spec.head.dashboard_port);
+  c.token_file = paths.token();
+  c.node = node_names(spec).at(index);
+  c.heartbeat_interval_s = spec.head.heartbeat_interval_s;
+  c.exit_after_s = spec.head.agent_exit_after_s;
+  c.log_level = daemon_log_level();
+  // A spec without a nodes list (a slurm allocation's nodes) declares none.
+  if (index < spec.nodes.size()) {
+    c.resources = spec.nodes[index].resources;
+    c.resources_key = "nodes[" + std::to_string(index) + "].resources";
+  }
+  return c;
 }
 
 void Backend::start_agents(const std::vector<LaunchSpec>& specs, const std::function<void(const ProcessRecord&)>& started,

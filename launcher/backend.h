@@ -51,6 +51,28 @@ struct KnownHost {
   std::string note;  // what only the node itself knows (its InfiniBand ports); empty: nothing
 };
 
+// An agent's command line, the same flags on every backend; each fills in what it knows (ssh:
+// the node's own paths; slurm: no head and no node, which its script adds on each node).
+// agent_command() gives the local backend's; argv() writes it in one order.
+struct AgentCommand {
+  std::string exe;
+  std::string head;        // host:port; empty: left off the line
+  std::string token_file;  // its directory is the agent's work directory
+  std::string node;        // empty: left off the line
+  double heartbeat_interval_s = 0;
+  double exit_after_s = 0;
+  std::string log_level;
+  DeclaredResources resources;  // nodes[i].resources; none: left off
+  std::string resources_key;    // "nodes[i].resources", for the agent's errors
+  // word: how each value is written (as it is for an argv; process::quote for a shell line).
+  // exe and token_file are written as they are: a shell line's caller gives them quoted.
+  std::vector<std::string> argv(const std::function<std::string(const std::string&)>& word = nullptr) const;
+};
+// The agent of node index of spec as the local backend starts it.
+AgentCommand agent_command(const ClusterSpec& spec, const StatePaths& paths, const std::string& exe, size_t index);
+// The --log-level every daemon gets: this process's.
+std::string daemon_log_level();
+
 // Per-node progress from a backend ("connecting", "syncing", ...): who, what.
 using ProgressFn = std::function<void(const std::string& who, const std::string& what)>;
 

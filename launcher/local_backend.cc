@@ -18,12 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
-}
-
 class LocalBackend : public Backend {
  public:
   LocalBackend(ClusterSpec spec, std::string dir, std::string exe)
@@ -35,7 +29,7 @@ class LocalBackend : public Backend {
     LaunchSpec s;
     s.role = "head";
     s.host = "localhost";
-    s.argv = {exe_, "head", "--state-dir", paths_.dir, "--log-level", log_level()};
+    s.argv = {exe_, "head", "--state-dir", paths_.dir, "--log-level", daemon_log_level()};
     s.log = paths_.head_log();
     return s;
   }
@@ -43,35 +37,11 @@ class LocalBackend : public Backend {
   size_t agent_count() const override { return spec_.nodes.size(); }
 
   LaunchSpec agent_spec(size_t index) const override {
-    const auto names = node_names(spec_);
     LaunchSpec s;
     s.role = "agent";
-    s.node = names.at(index);
+    s.node = node_names(spec_).at(index);
     s.host = "localhost";
-    const std::string head = spec_.head.host + ":" + std::to_string(spec_.head.dashboard_port);
-    s.argv = {exe_,
-              "agent",
-              "--head",
-              head,
-              "--token-file",
-              paths_.token(),
-              "--node",
-              s.node,
-              "--heartbeat-interval",
-              seconds(spec_.head.heartbeat_interval_s),
-              "--exit-after",
-              seconds(spec_.head.agent_exit_after_s),
-              "--log-level",
-              log_level()};
-    // nodes[].resources: the agent puts them over what it detects and refuses GPUs it lacks. A
-    // spec without a nodes list (a slurm allocation's nodes, which slurm_backend starts with
-    // these arguments) declares none.
-    if (index < spec_.nodes.size()) {
-      const DeclaredResources& declared = spec_.nodes[index].resources;
-      if (declared.any())
-        s.argv.insert(s.argv.end(), {"--resources", to_json(declared).dump(), "--resources-key",
-                                     "nodes[" + std::to_string(index) + "].resources"});
-    }
+    s.argv = agent_command(spec_, paths_, exe_, index).argv();
     s.log = paths_.agent_log(index);
     s.work_dir = paths_.dir;  // the token file's directory
     return s;
@@ -169,17 +139,6 @@ class LocalBackend : public Backend {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;
-  }
-
-  static std::string log_level() {
-    switch (log::level()) {
-      case log::Level::kDebug: return "debug";
-      case log::Level::kInfo: return "info";
-      case log::Level::kWarn: return "warn";
-      case log::Level::kError: return "error";
-      case log::Level::kOff: return "off";
-    }
-    return "info";
   }
 
   ClusterSpec spec_;

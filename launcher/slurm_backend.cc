@@ -170,7 +170,7 @@ Error sbatch_refused(const process::Result& r, const SlurmSpec& slurm, const std
 class SlurmBackend : public Backend {
  public:
   SlurmBackend(ClusterSpec spec, std::string dir, std::string exe)
-      : spec_(std::move(spec)), paths_(dir), local_(make_local_backend(spec_, dir, exe)) {
+      : spec_(std::move(spec)), paths_(dir), exe_(exe), local_(make_local_backend(spec_, dir, exe)) {
     try {
       const Json j = Json::parse(files::read_file(job_file()));
       job_id_ = j.value("job_id", "");
@@ -398,18 +398,12 @@ class SlurmBackend : public Backend {
     return with_job && !job_id_.empty() ? replace_all(path, "%j", job_id_) : path;
   }
 
-  // The local agent's argv without --head and --node: the script adds both on each node.
+  // The local agent's command without --head and --node: the script adds both on each node.
   std::vector<std::string> agent_argv() const {
-    const auto argv = local_->agent_spec(0).argv;
-    std::vector<std::string> out;
-    for (size_t i = 0; i < argv.size(); ++i) {
-      if ((argv[i] == "--head" || argv[i] == "--node") && i + 1 < argv.size()) {
-        ++i;
-        continue;
-      }
-      out.push_back(argv[i]);
-    }
-    return out;
+    AgentCommand agent = agent_command(spec_, paths_, exe_, 0);
+    agent.head.clear();
+    agent.node.clear();
+    return agent.argv();
   }
 
   std::string render_script() const {
@@ -454,7 +448,8 @@ class SlurmBackend : public Backend {
 
   ClusterSpec spec_;
   StatePaths paths_;
-  std::unique_ptr<Backend> local_;  // gives the head's and agents' argv, the same as local's
+  std::string exe_;
+  std::unique_ptr<Backend> local_;  // the head's argv, the same as local's; leftovers on this machine
   std::string job_id_;
   std::optional<JobView> view_;
   Clock::time_point viewed_{};

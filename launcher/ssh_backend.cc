@@ -157,21 +157,16 @@ class SshBackend : public Backend {
 
   LaunchSpec agent_spec(size_t index) const override {
     const Node& n = nodes_.at(index);
-    LaunchSpec s = local_->agent_spec(index);  // the agent's flags, as the local backend gives them
+    LaunchSpec s = local_->agent_spec(index);
     s.host = n.target.host;
     s.log = n.target.host + ":" + (n.dir / "agent.log").display();
-    // The same argv with this node's paths: shown (display) and run (shell).
-    std::vector<std::string> shown{exe_display()}, run{exe_shell()};
-    for (size_t i = 1; i < s.argv.size(); ++i) {
-      if (s.argv[i - 1] == "--token-file") {
-        shown.push_back((n.dir / "token").display());
-        run.push_back((n.dir / "token").shell());
-      } else {
-        shown.push_back(s.argv[i]);
-        run.push_back(quote(s.argv[i]));
-      }
-    }
-    s.argv = shown;
+    // The local backend's agent with this node's paths: shown (display) and run (shell).
+    AgentCommand agent = agent_command(spec_, paths_, exe_display(), index);
+    agent.token_file = (n.dir / "token").display();
+    s.argv = agent.argv();
+    agent.exe = exe_shell();
+    agent.token_file = (n.dir / "token").shell();
+    const std::vector<std::string> run = agent.argv(quote);
     s.work_dir = n.dir.display();
     std::string env;
     for (const auto& e : s.env) env += " " + quote(e);
