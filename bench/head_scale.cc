@@ -605,7 +605,7 @@ int main(int argc, char** argv) {
   const std::string token = "headscale-" + std::to_string(::getpid());
   {
     Json nodes = Json::array();
-    for (int i = 0; i < o.agents; ++i) nodes.push_back(Json::object());
+    for (int i = 0; i < o.agents; ++i) nodes.push_back({{"host", "127.0.0.1"}});
     const Json spec = {{"name", "headscale"},
                        {"backend", "local"},
                        {"head",

@@ -30,24 +30,23 @@ void register_head(CLI::App& app, Context& ctx) {
               "  verlctl head --state-dir ~/.verlctl/local");
   cmd->callback([dir] {
     const launcher::StatePaths paths(std::filesystem::absolute(*dir).string());
-    const auto spec = nlohmann::ordered_json::parse(files::read_file(paths.spec()));
+    // up checked it already; a hand-edited cluster.json fails here, naming the key (exit 3).
+    const launcher::ClusterSpec spec = launcher::read_cluster_spec(paths.spec());
     launcher::HeadOptions o;
-    o.cluster_name = spec.at("name").get<std::string>();
-    o.backend = spec.at("backend").get<std::string>();
-    o.bind_host = spec.at("head").at("bind_host").get<std::string>();
-    o.port = spec.at("head").at("dashboard_port").get<int>();
+    o.cluster_name = spec.name;
+    o.backend = launcher::backend_name(spec.backend);
+    o.bind_host = spec.head.bind_host;
+    o.port = spec.head.dashboard_port;
     o.token = launcher::read_token(paths.token());
     o.db_path = paths.db();
     o.expected_nodes = launcher::node_names(spec);
-    auto ms = [&](const char* key) {
-      return std::chrono::milliseconds(static_cast<int64_t>(spec.at("head").at(key).get<double>() * 1000));
-    };
-    o.heartbeat_interval = ms("heartbeat_interval_s");
-    o.heartbeat_timeout = ms("heartbeat_timeout_s");
-    o.store_port = spec.at("head").at("store_port").get<int>();
-    if (spec.contains("env")) o.spec_env = spec.at("env");
-    // up checked it already; a hand-edited cluster.json fails here, naming the key (exit 3).
-    if (launcher::container_config(spec).runtime != launcher::ContainerRuntime::kNone) o.container = spec.at("container");
+    auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+    o.heartbeat_interval = ms(spec.head.heartbeat_interval_s);
+    o.heartbeat_timeout = ms(spec.head.heartbeat_timeout_s);
+    o.store_port = spec.head.store_port;
+    o.spec_env = spec.env;
+    // The section as it travels in start orders (the wire's JSON).
+    if (spec.container.runtime != launcher::ContainerRuntime::kNone) o.container = nlohmann::ordered_json(spec).at("container");
     o.shutdown_grace = std::max(std::chrono::milliseconds(2000), 3 * o.heartbeat_interval);
     // The servers `verlctl probe` measures every node against (tcp bandwidth + RTT, clock
     // offset), on any free port of the head's bind address; /api/cluster names them.

@@ -78,16 +78,16 @@ void register_up(CLI::App& app, Context& ctx) {
         for (const auto& c : plan.containers)
           containers.push_back({{"node", c.node}, {"argv", c.argv}, {"note", c.note}});
         print_json(*ctx.out, {{"dry_run", true},
-                              {"name", plan.spec.at("name")},
-                              {"backend", plan.spec.at("backend")},
+                              {"name", plan.spec.name},
+                              {"backend", launcher::backend_name(plan.spec.backend)},
                               {"state_dir", plan.state_dir},
                               {"daemons", daemons},
                               {"containers", containers}});
         return;
       }
       auto& out = *ctx.out;
-      out << "# cluster '" << plan.spec.at("name").get<std::string>() << "', backend "
-          << plan.spec.at("backend").get<std::string>() << ", state in " << plan.state_dir << "\n"
+      out << "# cluster '" << plan.spec.name << "', backend " << launcher::backend_name(plan.spec.backend)
+          << ", state in " << plan.state_dir << "\n"
           << "# dry run: nothing is started. Each line below would run detached (its own session),\n"
           << "# with verlctl's environment plus the variables shown, output appended to its log.\n";
       for (const auto& d : plan.daemons) {
@@ -114,7 +114,7 @@ void register_up(CLI::App& app, Context& ctx) {
         out << process::quote_argv(line) << "\n";
       }
       for (const auto& c : plan.containers) {
-        out << "\n# ranks on " << c.node << " run in a " << plan.spec.at("container").at("runtime").get<std::string>()
+        out << "\n# ranks on " << c.node << " run in a " << launcher::runtime_name(plan.spec.container.runtime)
             << " container (container.runtime); rank 0 of a job job-N:\n";
         if (!c.note.empty()) out << "# " << c.note << "\n";
         out << process::quote_argv(c.argv) << "\n";

@@ -1016,6 +1016,13 @@ const Json& defaults(Kind kind) {
   return kind == Kind::kJob ? kJob : kCluster;
 }
 
+const Json& item_defaults(Kind kind, const std::string& list_path) {
+  const schema::Rule* rule = schema::find_rule(kind, list_path);
+  if (!rule || rule->type != schema::Type::kObjects)
+    throw Error(ExitCode::kFailure, std::string(kind_name(kind)) + ": '" + list_path + "' is not a list of maps");
+  return rule->item;
+}
+
 const Json* find(const Json& root, std::string_view path) {
   const Json* node = &root;
   for (const auto& part : split_path(path)) {

@@ -57,6 +57,11 @@ const Json& builtin_preset();
 // The embedded defaults (= the schema) of a kind.
 const Json& defaults(Kind kind);
 
+// The defaults of one item of a list of maps (the cluster spec's "nodes"): what an item that
+// sets only its required keys resolves to; those keys are null here. Throws verl::Error
+// (failure) for a path that is no such list: a bug of the caller.
+const Json& item_defaults(Kind kind, const std::string& list_path);
+
 // Resolves defaults <- file (empty: none) <- overrides, interpolates and validates. Does not
 // throw for problems in the input: they are returned in Document::issues. Throws verl::Error
 // (exit 3) only when the file cannot be read at all.

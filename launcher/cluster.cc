@@ -64,10 +64,10 @@ std::vector<std::string> log_tail(const std::string& path, size_t lines) {
   return all;
 }
 
-HeadAddress head_address(const Json& spec) {
+HeadAddress head_address(const ClusterSpec& spec) {
   HeadAddress a;
-  a.host = spec.at("head").at("host").get<std::string>();
-  a.port = spec.at("head").at("dashboard_port").get<int>();
+  a.host = spec.head.host;
+  a.port = spec.head.dashboard_port;
   return a;
 }
 
@@ -78,29 +78,26 @@ HeadAddress head_address(const ClusterState& s) {
   return a;
 }
 
-Json resolve_spec(const UpOptions& o) {
+ClusterSpec resolve_spec(const UpOptions& o) {
   std::vector<std::string> overrides = o.overrides;
   if (o.local_nodes) overrides.push_back("backend=local");
   if (!o.name.empty()) overrides.push_back("name=" + o.name);
-  Json spec = config::load_cluster(o.file, overrides);
-  const Json item = {{"host", "127.0.0.1"}, {"port", 22}, {"user", nullptr}, {"gpus", 0},
-                     {"resources", {{"cpus", nullptr}, {"gpus", nullptr}, {"gpu_ids", nullptr}}}};
+  ClusterSpec spec = load_cluster_spec(o.file, overrides);
   if (o.local_nodes) {
     if (*o.local_nodes < 1)
       throw Error(ExitCode::kUsage, "--local needs at least 1 node, not " + std::to_string(*o.local_nodes));
-    spec["nodes"] = Json::array();
-    for (int i = 0; i < *o.local_nodes; ++i) spec["nodes"].push_back(item);
-  } else if (spec.at("backend") == "local" && spec.at("nodes").empty()) {
-    spec["nodes"] = Json::array({item});  // local without nodes: this machine is the one node
+    spec.nodes.assign(static_cast<size_t>(*o.local_nodes), default_node("127.0.0.1"));
+  } else if (spec.backend == BackendKind::kLocal && spec.nodes.empty()) {
+    spec.nodes.push_back(default_node("127.0.0.1"));  // local without nodes: this machine is the one node
   }
   return spec;
 }
 
 // The spec the backend of this up works from: the recorded one, with what applies to this run
 // only (--accept-new-host-keys).
-Json backend_spec(const Json& spec, const UpOptions& o) {
-  Json s = spec;
-  if (o.accept_new_host_keys) s["ssh"]["strict_host_keys"] = false;
+ClusterSpec backend_spec(const ClusterSpec& spec, const UpOptions& o) {
+  ClusterSpec s = spec;
+  if (o.accept_new_host_keys) s.ssh.strict_host_keys = false;
   return s;
 }
 
@@ -209,39 +206,19 @@ void rotate_log(const std::string& path) {
 }
 
 // What agent index runs for rank 0 of a job job-N, as far as it is known before the node is
-// reached: a local node's GPUs and InfiniBand ports are read here, a remote node's GPUs come
-// from the spec and its ports are read by its agent.
-ContainerLine container_line(const Json& spec, const ContainerConfig& container, const LaunchSpec& agent,
-                             size_t index) {
+// reached (Backend::known_host): a local node's GPUs and InfiniBand ports are read here, a
+// remote node's GPUs come from the spec and its ports are read by its agent.
+ContainerLine container_line(const ClusterSpec& spec, Backend& backend, const LaunchSpec& agent, size_t index) {
   ContainerLine line;
   line.node = agent.node;
-  const std::string backend = spec.at("backend").get<std::string>();
-  ContainerHost host;
-  if (backend == "local") {
-    const Resources r = detect_resources();
-    host.gpus = r.gpus > 0;
-    host.infiniband = !r.ib_ports.empty();
-  } else {
-    const Json& nodes = spec.at("nodes");
-    host.gpus = backend == "slurm" ? spec.at("slurm").value("gpus_per_node", 0) > 0
-                                   : index < nodes.size() && nodes[index].value("gpus", 0) > 0;
-    line.note = "--device /dev/infiniband (docker, podman) is added on a node with InfiniBand/RoCE ports";
-  }
-  if (backend == "slurm") host.slurm_node = "$SLURMD_NODENAME";
-  // The agent's work directory: --work-dir, else its token file's directory.
-  std::string work_dir;
-  for (size_t i = 1; i < agent.argv.size(); ++i) {
-    if (agent.argv[i - 1] == "--work-dir") work_dir = agent.argv[i];
-    if (agent.argv[i - 1] == "--token-file" && work_dir.empty())
-      work_dir = std::filesystem::path(agent.argv[i]).parent_path().string();
-  }
+  const KnownHost known = backend.known_host(index);
   const std::string env_note = "the variables reach the container from the client's environment, values never on "
                                "the command line: the spec's env, the node's NCCL/Gloo variables ('verlctl env' on "
                                "the node) and the rank's own (RANK, WORLD_SIZE, MASTER_ADDR, ...)";
-  line.note = line.note.empty() ? env_note : line.note + "; " + env_note;
+  line.note = known.note.empty() ? env_note : known.note + "; " + env_note;
   const std::vector<std::string> inner = {agent.argv.at(0), "train", "-f", "job.yaml", "--rank", "0"};
-  line.argv = container_argv(container, host, spec_assignments(spec.value("env", Json::object())), inner,
-                             {container_name(spec.at("name").get<std::string>(), "job-N/0/0"), work_dir + "/jobs/job-N"});
+  line.argv = container_argv(spec.container, known.host, spec_assignments(spec.env), inner,
+                             {container_name(spec.name, "job-N/0/0"), agent.work_dir + "/jobs/job-N"});
   return line;
 }
 
@@ -250,166 +227,178 @@ ContainerLine container_line(const Json& spec, const ContainerConfig& container,
 UpPlan plan_up(const UpOptions& o) {
   UpPlan plan;
   plan.spec = resolve_spec(o);
-  plan.state_dir = files::state_dir(plan.spec.at("name").get<std::string>(), /*create=*/false);
+  plan.state_dir = files::state_dir(plan.spec.name, /*create=*/false);
   auto backend = make_backend(backend_spec(plan.spec, o), plan.state_dir, o.exe);
   backend->check_spec();
   plan.daemons.push_back(backend->head_spec());
   for (size_t i = 0; i < backend->agent_count(); ++i) plan.daemons.push_back(backend->agent_spec(i));
-  const ContainerConfig container = container_config(plan.spec);  // before anything starts
-  if (container.runtime != ContainerRuntime::kNone)
+  if (plan.spec.container.runtime != ContainerRuntime::kNone)
     for (size_t i = 1; i < plan.daemons.size(); ++i)
-      plan.containers.push_back(container_line(plan.spec, container, plan.daemons[i], i - 1));
+      plan.containers.push_back(container_line(plan.spec, *backend, plan.daemons[i], i - 1));
   return plan;
 }
 
-UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>* interrupted) {
-  Progress progress(out);
-  UpPlan plan = plan_up(o);
-  const Json& spec = plan.spec;
-  const std::string name = spec.at("name").get<std::string>();
-  files::state_dir(name, /*create=*/true);
-  const StateLock lock(plan.state_dir, name);
-  const StatePaths paths(plan.state_dir);
-  auto backend = make_backend(backend_spec(spec, o), plan.state_dir, o.exe);
-  const auto deadline = Clock::now() + o.timeout;
+namespace {
 
-  // A cluster of this name that answers is left exactly as it is.
-  if (auto old = read_state(paths)) {
+// One `verlctl up` after its plan and lock, as stages that run in order:
+//   keep_what_answers  a cluster of this name whose head answers is kept (its ended agents
+//                      started again); else what is left of an earlier run is stopped
+//   record_fresh_state a new token, the spec, logs of the last run kept as .1, "starting"
+//   start_head         the head, waited for until it answers (or the backend places it)
+//   start_agents       one agent per node (the backend may start them in parallel)
+//   wait_for_agents    until each has registered with the head as the daemon we started
+//   finish             "up", the daemons let go of (detach)
+// Each starting stage records what it started in state_.processes before anything later can
+// fail, so that one rollback (roll_back: agents first, all at once, then the head) undoes every
+// stage, and an interrupt (check_interrupt, at every poll) ends in it like any other failure.
+class BringUp {
+ public:
+  BringUp(const UpOptions& o, const UpPlan& plan, Progress& progress, const std::atomic<bool>* interrupted)
+      : plan_(plan),
+        spec_(plan.spec),
+        progress_(progress),
+        interrupted_(interrupted),
+        paths_(plan.state_dir),
+        backend_(make_backend(backend_spec(spec_, o), plan.state_dir, o.exe)),
+        deadline_(Clock::now() + o.timeout) {}
+
+  // A cluster of this name that answers is left exactly as it is (UpOutcome::kAlreadyUp), but
+  // for its agents that ended since. Otherwise what an earlier run left is stopped: nullopt.
+  std::optional<UpResult> keep_what_answers() {
+    auto old = read_state(paths_);
+    if (!old) {
+      stop_leftovers(*backend_, {}, plan_.state_dir, progress_);
+      return std::nullopt;
+    }
     std::string why;
     if (old->status == ClusterStatus::kUp || old->status == ClusterStatus::kStarting) {
-      if (auto cluster = probe_head(*old, paths, &why)) {
-        const auto counts = cluster->value("counts", Json::object());
-        // Agents that ended since (killed, their node rebooted) are started again, as `ray up`
-        // repairs a cluster (issue 16, case 10); they register again under their node's name.
-        // Slurm's agents are steps of the allocation's script: not started one by one.
-        ClusterState repaired = *old;
-        std::vector<std::string> restarted;
-        if (backend->name() != "slurm") {
-          for (auto& p : repaired.processes) {
-            if (p.role != ProcessRole::kAgent) continue;
-            const auto how = backend->ended(p);
-            if (!how) continue;
-            const auto d = std::find_if(plan.daemons.begin(), plan.daemons.end(),
-                                        [&](const LaunchSpec& l) { return l.role == ProcessRole::kAgent && l.node == p.node; });
-            if (d == plan.daemons.end()) continue;
-            const std::string node = p.node;
-            p = backend->start(*d);
-            restarted.push_back(node);
-            progress(node, "its agent had ended (" + *how + "); started again (" + backend->describe(p) + ", log " +
-                               p.log + ")");
-          }
-        }
-        if (!restarted.empty()) {
-          repaired.updated_ms = now_ms();
-          write_state(paths, repaired);
-          backend->detach();
-        }
-        std::string restarted_list;
-        for (const auto& n : restarted) restarted_list += (restarted_list.empty() ? "" : ", ") + n;
-        progress("cluster " + name, "already up (head at " + head_address(*old).url() + ", pid " +
-                                        std::to_string(cluster->at("head").value("pid", 0)) + ", " +
-                                        std::to_string(counts.value("alive", 0)) + " nodes alive); " +
-                                        (restarted.empty() ? std::string("nothing changed")
-                                                           : "restarted the agents of " + restarted_list));
-        try {
-          const Json running = Json::parse(files::read_file(paths.spec()));
-          if (running.at("nodes").size() != spec.at("nodes").size() || running.at("head") != spec.at("head") ||
-              running.at("backend") != spec.at("backend"))
-            progress("cluster " + name,
-                     "warning: it runs a different spec than this command asks for; 'verlctl down --name " + name +
-                         "' first to change it");
-        } catch (const std::exception&) {
-          // no recorded spec to compare with: nothing to warn about
-        }
-        UpResult r;
-        r.outcome = UpOutcome::kAlreadyUp;
-        r.state = repaired;
-        return r;
-      }
-      progress("cluster " + name, "recorded as " + std::string(to_string(old->status)) + " but its head does not answer (" + why +
-                                      "); cleaning up what is left of it");
+      if (auto cluster = probe_head(*old, paths_, &why)) return keep(*old, *cluster);
+      progress_("cluster " + spec_.name, "recorded as " + std::string(to_string(old->status)) + " but its head does not answer (" + why +
+                                             "); cleaning up what is left of it");
     }
     // down records "down" only once every process has ended: nothing of those to check again
     // (over SSH that would be one connection per node, one node after another).
-    stop_leftovers(*backend, old->status == ClusterStatus::kDown ? std::vector<ProcessRecord>{} : old->processes, plan.state_dir,
-                   progress);
-  } else {
-    stop_leftovers(*backend, {}, plan.state_dir, progress);
+    stop_leftovers(*backend_, old->status == ClusterStatus::kDown ? std::vector<ProcessRecord>{} : old->processes, plan_.state_dir,
+                   progress_);
+    return std::nullopt;
   }
 
   // Fresh state: a new token, the spec the head reads, logs of the last run kept as .1.
-  files::make_dirs(paths.logs(), 0700);
-  const std::string token = generate_token();
-  files::write_atomic(paths.token(), token + "\n", 0600);
-  files::write_atomic(paths.spec(), spec.dump(2) + "\n", 0600);
-  for (const auto& d : plan.daemons) rotate_log(d.log);
-  ClusterState state;
-  state.name = name;
-  state.backend = backend->name();
-  state.status = ClusterStatus::kStarting;
-  state.head_host = spec.at("head").at("host").get<std::string>();
-  state.head_port = spec.at("head").at("dashboard_port").get<int>();
-  auto save = [&] {
-    state.updated_ms = now_ms();
-    write_state(paths, state);
-  };
-  save();
-
-  // Where the head answers: the spec says, unless the backend places the head itself (slurm:
-  // the allocation's first node), which up learns once the allocation runs.
-  HeadAddress address = head_address(spec);
-  const std::string configured_host = address.host;
-  auto client = std::make_unique<HeadClient>(address, token, std::chrono::milliseconds(1000));
-  const auto names = node_names(spec);
-  auto who_of = [](const ProcessRecord& p) { return p.role == ProcessRole::kHead ? std::string("head") : p.node; };
-
-  auto check_interrupt = [&](const std::string& stage) {
-    if (interrupted && *interrupted)
-      throw Error(ExitCode::kInterrupted, "interrupted while " + stage, "nothing of the cluster is left running");
-  };
-  auto fail_ended = [&](const ProcessRecord& p, const std::string& how, const std::string& stage) {
-    progress(who_of(p), "failed: " + how + " while " + stage);
-    for (const auto& line : log_tail(p.log, 8)) progress.raw("    | " + line);
-    throw Error(ExitCode::kFailure, who_of(p) + " " + how + " while " + stage, "its log is " + p.log);
-  };
-  auto check_alive = [&](const ProcessRecord& p, const std::string& stage) {
-    if (auto how = backend->ended(p)) fail_ended(p, *how, stage);
-  };
-
-  try {
-    // The head.
-    ProcessRecord head = backend->start(plan.daemons.front());
-    state.processes.push_back(head);
+  void record_fresh_state() {
+    files::make_dirs(paths_.logs(), 0700);
+    token_ = generate_token();
+    files::write_atomic(paths_.token(), token_ + "\n", 0600);
+    files::write_atomic(paths_.spec(), Json(spec_).dump(2) + "\n", 0600);
+    for (const auto& d : plan_.daemons) rotate_log(d.log);
+    state_.name = spec_.name;
+    state_.backend = backend_->name();
+    state_.status = ClusterStatus::kStarting;
+    state_.head_host = spec_.head.host;
+    state_.head_port = spec_.head.dashboard_port;
     save();
-    progress("head", "starting (" + backend->describe(head) + ", log " + head.log + ")");
-    std::string waiting;  // the backend's last word on what the head waits for
+    // Where the head answers: the spec says, unless the backend places the head itself (slurm:
+    // the allocation's first node), which up learns once the allocation runs.
+    address_ = head_address(spec_);
+    client_ = std::make_unique<HeadClient>(address_, token_, std::chrono::milliseconds(1000));
+  }
+
+  // The starting stages; any failure (an interrupt among them) rolls every one of them back.
+  UpResult start() {
+    try {
+      const ProcessRecord head = start_head();
+      const std::vector<ProcessRecord> agents = start_agents();
+      wait_for_agents(head, agents);
+    } catch (const Error&) {
+      roll_back();
+      throw;
+    }
+    return finish();
+  }
+
+ private:
+  UpResult keep(const ClusterState& old, const Json& cluster) {
+    const std::string& name = spec_.name;
+    const auto counts = cluster.value("counts", Json::object());
+    // Agents that ended since (killed, their node rebooted) are started again, as `ray up`
+    // repairs a cluster (issue 16, case 10); they register again under their node's name.
+    // A backend whose agents are steps of the head's allocation (slurm) cannot.
+    ClusterState repaired = old;
+    std::vector<std::string> restarted;
+    if (backend_->can_restart_agent()) {
+      for (auto& p : repaired.processes) {
+        if (p.role != ProcessRole::kAgent) continue;
+        const auto how = backend_->ended(p);
+        if (!how) continue;
+        const auto d = std::find_if(plan_.daemons.begin(), plan_.daemons.end(),
+                                    [&](const LaunchSpec& l) { return l.role == ProcessRole::kAgent && l.node == p.node; });
+        if (d == plan_.daemons.end()) continue;
+        const std::string node = p.node;
+        p = backend_->start(*d);
+        restarted.push_back(node);
+        progress_(node, "its agent had ended (" + *how + "); started again (" + backend_->describe(p) + ", log " +
+                            p.log + ")");
+      }
+    }
+    if (!restarted.empty()) {
+      repaired.updated_ms = now_ms();
+      write_state(paths_, repaired);
+      backend_->detach();
+    }
+    std::string restarted_list;
+    for (const auto& n : restarted) restarted_list += (restarted_list.empty() ? "" : ", ") + n;
+    progress_("cluster " + name, "already up (head at " + head_address(old).url() + ", pid " +
+                                     std::to_string(cluster.at("head").value("pid", 0)) + ", " +
+                                     std::to_string(counts.value("alive", 0)) + " nodes alive); " +
+                                     (restarted.empty() ? std::string("nothing changed")
+                                                        : "restarted the agents of " + restarted_list));
+    try {
+      const ClusterSpec running = read_cluster_spec(paths_.spec());
+      if (running.nodes.size() != spec_.nodes.size() || running.head != spec_.head || running.backend != spec_.backend)
+        progress_("cluster " + name, "warning: it runs a different spec than this command asks for; 'verlctl down --name " +
+                                         name + "' first to change it");
+    } catch (const std::exception&) {
+      // no recorded spec to compare with: nothing to warn about
+    }
+    UpResult r;
+    r.outcome = UpOutcome::kAlreadyUp;
+    r.state = repaired;
+    return r;
+  }
+
+  // The head, recorded as soon as it is started; returns once it answers at its address.
+  ProcessRecord start_head() {
+    const ProcessRecord head = backend_->start(plan_.daemons.front());
+    state_.processes.push_back(head);
+    save();
+    progress_("head", "starting (" + backend_->describe(head) + ", log " + head.log + ")");
+    const std::string configured_host = address_.host;
+    std::string waiting;        // the backend's last word on what the head waits for
     std::string reach_checked;  // the head address check_head_reach last passed
     for (;;) {
       check_interrupt("waiting for the head");
-      if (const std::string w = backend->waiting_for(head); !w.empty() && w != waiting) {
+      if (const std::string w = backend_->waiting_for(head); !w.empty() && w != waiting) {
         waiting = w;
-        progress("head", w);
+        progress_("head", w);
       }
-      const std::string host = backend->head_host(configured_host);
+      const std::string host = backend_->head_host(configured_host);
       if (!host.empty() && host != reach_checked) {
         // Where the agents dial (the spec's head.host, or where the backend put the head).
-        check_head_reach(spec.at("head").at("bind_host").get<std::string>(), host, "", "");
+        check_head_reach(spec_.head.bind_host, host, "", "");
         reach_checked = host;
       }
-      if (!host.empty() && host != address.host) {
-        address.host = host;
-        client = std::make_unique<HeadClient>(address, token, std::chrono::milliseconds(1000));
-        state.head_host = host;
+      if (!host.empty() && host != address_.host) {
+        address_.host = host;
+        client_ = std::make_unique<HeadClient>(address_, token_, std::chrono::milliseconds(1000));
+        state_.head_host = host;
         save();
       }
       std::string error = "its address is not known yet";
       std::optional<HeadResponse> r;
-      if (!host.empty()) r = client->try_request("GET", "/api/cluster", nullptr, &error);
+      if (!host.empty()) r = client_->try_request("GET", "/api/cluster", nullptr, &error);
       if (r && r->status == 200) {
         const int64_t pid = r->body.is_object() ? r->body.at("head").value("pid", int64_t{0}) : 0;
         if (pid != 0 && head.pid != 0 && pid != head.pid)
-          throw Error(ExitCode::kFailure,
-                      "another head (pid " + std::to_string(pid) + ") answers at " + address.url(),
+          throw Error(ExitCode::kFailure, "another head (pid " + std::to_string(pid) + ") answers at " + address_.url(),
                       "pick another port with head.dashboard_port=PORT");
         break;
       }
@@ -418,52 +407,61 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
         // (the log) say more than ours, so give it a moment to end first.
         const auto until = Clock::now() + std::chrono::seconds(1);
         while (Clock::now() < until) {
-          check_alive(head, "starting (another cluster's head answers at " + address.url() + ")");
+          check_alive(head, "starting (another cluster's head answers at " + address_.url() + ")");
           std::this_thread::sleep_for(kPoll);
         }
-        throw Error(ExitCode::kFailure, "another cluster's head answers at " + address.url() + " (it rejects our token)",
+        throw Error(ExitCode::kFailure, "another cluster's head answers at " + address_.url() + " (it rejects our token)",
                     "pick another port with head.dashboard_port=PORT, or 'verlctl down' that cluster");
       }
       if (r) error = "HTTP " + std::to_string(r->status);
-      check_alive(head, "starting (before it answered at " + address.url() + ")");
-      if (Clock::now() >= deadline)
+      check_alive(head, "starting (before it answered at " + address_.url() + ")");
+      if (Clock::now() >= deadline_)
         throw Error(ExitCode::kTimedOut,
-                    "timed out after " + fmt_seconds(progress.elapsed()) + ": the head (" + backend->describe(head) +
+                    "timed out after " + fmt_seconds(progress_.elapsed()) + ": the head (" + backend_->describe(head) +
                         (waiting.empty() ? "" : ", " + waiting) + ") did not answer at " +
-                        (host.empty() ? std::string("an address it has not been given yet") : address.url()) +
+                        (host.empty() ? std::string("an address it has not been given yet") : address_.url()) +
                         " (last: " + error + ")",
                     "its log is " + head.log + "; a slow machine may need a longer --timeout");
       std::this_thread::sleep_for(kPoll);
     }
-    progress("head", "up at " + address.url());
+    progress_("head", "up at " + address_.url());
+    return head;
+  }
 
-    // The agents.
+  // Every agent, each recorded as the backend reports it started.
+  std::vector<ProcessRecord> start_agents() {
     std::vector<ProcessRecord> agents;
-    backend->start_agents(
-        std::vector<LaunchSpec>(plan.daemons.begin() + 1, plan.daemons.end()),
+    backend_->start_agents(
+        std::vector<LaunchSpec>(plan_.daemons.begin() + 1, plan_.daemons.end()),
         [&](const ProcessRecord& a) {
           agents.push_back(a);
-          state.processes.push_back(a);
+          state_.processes.push_back(a);
           save();
-          progress(a.node, "starting (" + backend->describe(a) + ", log " + a.log + ")");
+          progress_(a.node, "starting (" + backend_->describe(a) + ", log " + a.log + ")");
         },
-        [&](const std::string& who, const std::string& what) { progress(who, what); });
+        [&](const std::string& who, const std::string& what) { progress_(who, what); });
+    return agents;
+  }
+
+  // Until every agent has registered with the head as the daemon this run started; the head
+  // and the agents not registered yet are watched the while.
+  void wait_for_agents(const ProcessRecord& head, const std::vector<ProcessRecord>& agents) {
     std::set<std::string> registered;
     while (registered.size() < agents.size()) {
       check_interrupt("waiting for the agents to register");
       std::string error;
-      auto r = client->try_request("GET", "/api/nodes", nullptr, &error);
+      auto r = client_->try_request("GET", "/api/nodes", nullptr, &error);
       if (r && r->status == 200 && r->body.is_object()) {
         for (const auto& n : r->body.value("nodes", Json::array())) {
           const std::string node = n.value("name", "");
           auto a = std::find_if(agents.begin(), agents.end(), [&](const ProcessRecord& p) { return p.node == node; });
           if (a == agents.end() || registered.count(node) || n.value("state", "") != to_string(NodeState::kAlive)) continue;
-          if (!backend->started_as(*a, n.value("pid", int64_t{0}))) continue;  // another agent under its name
+          if (!backend_->started_as(*a, n.value("pid", int64_t{0}))) continue;  // another agent under its name
           registered.insert(node);
           const Resources res = resources_from_json(n.at("resources"));
-          progress(node, "registered (" + std::to_string(res.cpus) + " CPUs, " + format_bytes(res.memory_bytes) +
-                             ", " + std::to_string(res.gpus) + " GPUs, " + std::to_string(res.ib_ports.size()) +
-                             " IB ports)");
+          progress_(node, "registered (" + std::to_string(res.cpus) + " CPUs, " + format_bytes(res.memory_bytes) +
+                              ", " + std::to_string(res.gpus) + " GPUs, " + std::to_string(res.ib_ports.size()) +
+                              " IB ports)");
         }
       }
       check_alive(head, "the agents registered");
@@ -471,47 +469,100 @@ UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>
       std::vector<ProcessRecord> waiting;
       for (const auto& a : agents)
         if (!registered.count(a.node)) waiting.push_back(a);
-      const auto how = backend->ended_all(waiting);
+      const auto how = backend_->ended_all(waiting);
       for (size_t i = 0; i < waiting.size(); ++i)
         if (how[i]) fail_ended(waiting[i], *how[i], "registering with the head");
       if (registered.size() == agents.size()) break;
-      if (Clock::now() >= deadline) {
+      if (Clock::now() >= deadline_) {
         std::string missing;
         for (const auto& a : agents)
-          if (!registered.count(a.node)) missing += (missing.empty() ? "" : ", ") + a.node + " (" + backend->describe(a) + ")";
+          if (!registered.count(a.node)) missing += (missing.empty() ? "" : ", ") + a.node + " (" + backend_->describe(a) + ")";
         throw Error(ExitCode::kTimedOut,
-                    "timed out after " + fmt_seconds(progress.elapsed()) + " waiting for " + missing +
-                        " to register with the head at " + address.url(),
-                    "the agents run but have not registered; their logs are under " + paths.logs());
+                    "timed out after " + fmt_seconds(progress_.elapsed()) + " waiting for " + missing +
+                        " to register with the head at " + address_.url(),
+                    "the agents run but have not registered; their logs are under " + paths_.logs());
       }
       std::this_thread::sleep_for(kPoll);
     }
-  } catch (const Error&) {
-    // Stop what this call started, agents first (all at once), and say so. The error that
-    // brought us here is the one to report; a node that cannot be stopped is said in passing.
+  }
+
+  UpResult finish() {
+    state_.status = ClusterStatus::kUp;
+    save();
+    backend_->detach();
+    progress_("cluster " + spec_.name,
+              "up: head at " + address_.url() + ", " + std::to_string(node_names(spec_).size()) + " nodes");
+    UpResult r;
+    r.state = state_;
+    return r;
+  }
+
+  // Stops what this run started, agents first (all at once), and says so. The error that
+  // brought us here is the one to report; a node that cannot be stopped is said in passing.
+  void roll_back() {
     int n = 0;
     std::vector<ProcessRecord> agents, heads;
-    for (const auto& p : state.processes) (p.role == ProcessRole::kHead ? heads : agents).push_back(p);
+    for (const auto& p : state_.processes) (p.role == ProcessRole::kHead ? heads : agents).push_back(p);
     for (const auto* batch : {&agents, &heads}) {
       try {
-        for (bool gone : backend->stop_all(*batch, std::chrono::milliseconds(2000))) n += gone;
+        for (bool gone : backend_->stop_all(*batch, std::chrono::milliseconds(2000))) n += gone;
       } catch (const Error& e) {
-        progress("cluster " + name, std::string("cannot stop everything: ") + e.what());
+        progress_("cluster " + spec_.name, std::string("cannot stop everything: ") + e.what());
       }
     }
-    state.status = ClusterStatus::kFailed;
+    state_.status = ClusterStatus::kFailed;
     save();
-    progress("cluster " + name, "cleaned up: stopped the " + std::to_string(n) + (n == 1 ? " process" : " processes") +
-                                    " this run started");
-    throw;
+    progress_("cluster " + spec_.name, "cleaned up: stopped the " + std::to_string(n) +
+                                           (n == 1 ? " process" : " processes") + " this run started");
   }
-  state.status = ClusterStatus::kUp;
-  save();
-  backend->detach();
-  progress("cluster " + name, "up: head at " + address.url() + ", " + std::to_string(names.size()) + " nodes");
-  UpResult r;
-  r.state = state;
-  return r;
+
+  void save() {
+    state_.updated_ms = now_ms();
+    write_state(paths_, state_);
+  }
+
+  void check_interrupt(const std::string& stage) const {
+    if (interrupted_ && *interrupted_)
+      throw Error(ExitCode::kInterrupted, "interrupted while " + stage, "nothing of the cluster is left running");
+  }
+
+  static std::string who_of(const ProcessRecord& p) { return p.role == ProcessRole::kHead ? std::string("head") : p.node; }
+
+  [[noreturn]] void fail_ended(const ProcessRecord& p, const std::string& how, const std::string& stage) {
+    progress_(who_of(p), "failed: " + how + " while " + stage);
+    for (const auto& line : log_tail(p.log, 8)) progress_.raw("    | " + line);
+    throw Error(ExitCode::kFailure, who_of(p) + " " + how + " while " + stage, "its log is " + p.log);
+  }
+
+  void check_alive(const ProcessRecord& p, const std::string& stage) {
+    if (auto how = backend_->ended(p)) fail_ended(p, *how, stage);
+  }
+
+  const UpPlan& plan_;
+  const ClusterSpec& spec_;
+  Progress& progress_;
+  const std::atomic<bool>* interrupted_;
+  const StatePaths paths_;
+  std::unique_ptr<Backend> backend_;
+  const Clock::time_point deadline_;
+  ClusterState state_;
+  std::string token_;
+  HeadAddress address_;
+  std::unique_ptr<HeadClient> client_;
+};
+
+}  // namespace
+
+// plan -> lock -> the stages of BringUp.
+UpResult bring_up(const UpOptions& o, std::ostream& out, const std::atomic<bool>* interrupted) {
+  Progress progress(out);
+  const UpPlan plan = plan_up(o);
+  files::state_dir(plan.spec.name, /*create=*/true);
+  const StateLock lock(plan.state_dir, plan.spec.name);
+  BringUp up(o, plan, progress, interrupted);
+  if (auto kept = up.keep_what_answers()) return *kept;
+  up.record_fresh_state();
+  return up.start();
 }
 
 DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful, std::ostream& out,
@@ -525,12 +576,12 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
                 "the clusters are the directories under " + files::state_root() + "; pick one with --name");
   const StateLock lock(dir, name);
   auto state = read_state(paths);
-  Json spec;
+  ClusterSpec spec;
   try {
-    spec = Json::parse(files::read_file(paths.spec()));
+    spec = read_cluster_spec(paths.spec());
   } catch (const std::exception&) {
-    spec = config::load_cluster("", {"name=" + name});  // no recorded spec: stop it as local processes
-    spec["nodes"] = Json::array();
+    spec = load_cluster_spec("", {"name=" + name});  // no recorded spec: stop it as local processes
+    spec.nodes.clear();
   }
   auto backend = make_backend(spec, dir, exe);
   DownResult result;
@@ -612,14 +663,14 @@ StatusReport query_status(const std::string& name) {
   const HeadAddress address = head_address(*state);
   if (state->status == ClusterStatus::kDown || state->status == ClusterStatus::kFailed)
     throw Error(ExitCode::kUnreachable,
-                "cluster '" + name + "' is " + to_string(state->status) + " (its head was at " + address.url() + ")",
+                "cluster '" + name + "' is " + std::string(to_string(state->status)) + " (its head was at " + address.url() + ")",
                 "bring it up with 'verlctl up --name " + name + "'; the head's log is " + paths.head_log());
   const std::string token = read_token(paths.token());
   HeadClient client(address, token, std::chrono::milliseconds(3000));
   StatusReport report;
   report.state = *state;
   try {
-    report.allocation = make_backend(Json::parse(files::read_file(paths.spec())), dir, "")->allocation();
+    report.allocation = make_backend(read_cluster_spec(paths.spec()), dir, "")->allocation();
   } catch (const std::exception&) {
     // no recorded spec: no backend to ask; the head still answers for the nodes
   }

@@ -1,10 +1,12 @@
 // The cluster operations behind `verlctl up`, `down` and `status`, written against the Backend
 // interface and the head's API so that the CLI files only parse flags and print.
 //
-// up: resolve the spec, start the head, wait until it answers, start one agent per node, wait
-// until each has registered (polling the head, never a fixed sleep), record everything in the
-// state directory. Any failure stops what this call started. A cluster whose head answers is
-// left alone. down: ask the head to shut down, then signal what is left. status: ask the head.
+// up: resolve the spec (a ClusterSpec), take the state directory's lock, then in stages: start
+// the head, wait until it answers, start one agent per node, wait until each has registered
+// (polling the head, never a fixed sleep), recording everything in the state directory as it
+// starts. Any failure, an interrupt among them, stops what this call started (one rollback for
+// every stage). A cluster whose head answers is left alone. down: ask the head to shut down,
+// then signal what is left. status: ask the head.
 //
 // Progress goes to the given stream (stderr), one line per event with the elapsed time.
 #pragma once
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "launcher/backend.h"
+#include "launcher/cluster_spec.h"
 #include "launcher/cluster_state.h"
 
 namespace verl::launcher {
@@ -43,7 +46,7 @@ struct ContainerLine {
 };
 
 struct UpPlan {
-  nlohmann::ordered_json spec;  // resolved, nodes filled in: what up records (cluster.json)
+  ClusterSpec spec;  // resolved, nodes filled in: what up records (cluster.json)
   std::string state_dir;
   std::vector<LaunchSpec> daemons;  // head first
   std::vector<ContainerLine> containers;  // one per agent when container.runtime is set

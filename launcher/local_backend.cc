@@ -16,18 +16,11 @@
 namespace verl::launcher {
 namespace {
 
-using Json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
-
-std::string seconds(const Json& spec, const char* key) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", spec.at("head").at(key).get<double>());
-  return buf;
-}
 
 class LocalBackend : public Backend {
  public:
-  LocalBackend(Json spec, std::string dir, std::string exe)
+  LocalBackend(ClusterSpec spec, std::string dir, std::string exe)
       : spec_(std::move(spec)), paths_(std::move(dir)), exe_(std::move(exe)) {}
 
   std::string name() const override { return "local"; }
@@ -36,56 +29,40 @@ class LocalBackend : public Backend {
     LaunchSpec s;
     s.role = ProcessRole::kHead;
     s.host = "localhost";
-    s.argv = {exe_, "head", "--state-dir", paths_.dir, "--log-level", log_level()};
+    s.argv = {exe_, "head", "--state-dir", paths_.dir, "--log-level", daemon_log_level()};
     s.log = paths_.head_log();
     return s;
   }
 
-  size_t agent_count() const override { return spec_.at("nodes").size(); }
+  size_t agent_count() const override { return spec_.nodes.size(); }
 
   LaunchSpec agent_spec(size_t index) const override {
-    const auto names = node_names(spec_);
     LaunchSpec s;
     s.role = ProcessRole::kAgent;
-    s.node = names.at(index);
+    s.node = node_names(spec_).at(index);
     s.host = "localhost";
-    const std::string head = spec_.at("head").at("host").get<std::string>() + ":" +
-                             std::to_string(spec_.at("head").at("dashboard_port").get<int>());
-    s.argv = {exe_,
-              "agent",
-              "--head",
-              head,
-              "--token-file",
-              paths_.token(),
-              "--node",
-              s.node,
-              "--heartbeat-interval",
-              seconds(spec_, "heartbeat_interval_s"),
-              "--exit-after",
-              seconds(spec_, "agent_exit_after_s"),
-              "--log-level",
-              log_level()};
-    // nodes[].resources: the agent puts them over what it detects and refuses GPUs it lacks. A
-    // spec without a nodes list (a slurm allocation's nodes, which slurm_backend starts with
-    // these arguments) declares none.
-    const auto nodes = spec_.find("nodes");
-    if (nodes != spec_.end() && nodes->is_array() && index < nodes->size()) {
-      const DeclaredResources declared = declared_resources(nodes->at(index));
-      if (declared.any())
-        s.argv.insert(s.argv.end(), {"--resources", to_json(declared).dump(), "--resources-key",
-                                     "nodes[" + std::to_string(index) + "].resources"});
-    }
+    s.argv = agent_command(spec_, paths_, exe_, index).argv();
     s.log = paths_.agent_log(index);
+    s.work_dir = paths_.dir;  // the token file's directory
     return s;
+  }
+
+  // Every node is this machine: what it has is read here.
+  KnownHost known_host(size_t index) const override {
+    (void)index;
+    const Resources r = detect_resources();
+    KnownHost k;
+    k.host.gpus = r.gpus > 0;
+    k.host.infiniband = !r.ib_ports.empty();
+    return k;
   }
 
   // Every local node is this machine: a declaration of GPUs it lacks fails before anything starts.
   void check_spec() const override {
-    const Json& nodes = spec_.at("nodes");
     std::optional<Resources> here;
     const auto names = node_names(spec_);
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const DeclaredResources d = declared_resources(nodes[i]);
+    for (size_t i = 0; i < spec_.nodes.size(); ++i) {
+      const DeclaredResources& d = spec_.nodes[i].resources;
       if (!d.any()) continue;
       if (!here) here = detect_resources();
       declare(*here, d, names.at(i) + " (nodes[" + std::to_string(i) + "].resources)");
@@ -109,7 +86,25 @@ class LocalBackend : public Backend {
     return p;
   }
 
-  std::optional<std::string> ended(const ProcessRecord& p) override {
+  std::vector<std::optional<std::string>> ended_all(const std::vector<ProcessRecord>& ps) override {
+    std::vector<std::optional<std::string>> out;
+    for (const auto& p : ps) out.push_back(ended_one(p));
+    return out;
+  }
+
+  std::vector<bool> stop_all(const std::vector<ProcessRecord>& ps, std::chrono::milliseconds grace) override {
+    std::vector<bool> out;
+    for (const auto& p : ps) out.push_back(stop_one(p, grace));
+    return out;
+  }
+
+  void detach() override {
+    for (auto& [pid, child] : children_) child.release();
+    children_.clear();
+  }
+
+ private:
+  std::optional<std::string> ended_one(const ProcessRecord& p) {
     auto it = children_.find(p.pid);
     if (it == children_.end()) {
       if (is_same_process(p)) return std::nullopt;
@@ -121,7 +116,7 @@ class LocalBackend : public Backend {
     return "exited with code " + std::to_string(r->exit_code);
   }
 
-  bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) override {
+  bool stop_one(const ProcessRecord& p, std::chrono::milliseconds grace) {
     auto it = children_.find(p.pid);
     if (it != children_.end()) {
       it->second.stop(grace);
@@ -146,24 +141,7 @@ class LocalBackend : public Backend {
     return false;
   }
 
-  void detach() override {
-    for (auto& [pid, child] : children_) child.release();
-    children_.clear();
-  }
-
- private:
-  static std::string log_level() {
-    switch (log::level()) {
-      case log::Level::kDebug: return "debug";
-      case log::Level::kInfo: return "info";
-      case log::Level::kWarn: return "warn";
-      case log::Level::kError: return "error";
-      case log::Level::kOff: return "off";
-    }
-    return "info";
-  }
-
-  Json spec_;
+  ClusterSpec spec_;
   StatePaths paths_;
   std::string exe_;
   std::map<pid_t, process::Child> children_;
@@ -171,7 +149,7 @@ class LocalBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_local_backend(const Json& spec, const std::string& state_dir, const std::string& exe) {
+std::unique_ptr<Backend> make_local_backend(const ClusterSpec& spec, const std::string& state_dir, const std::string& exe) {
   return std::make_unique<LocalBackend>(spec, state_dir, exe);
 }
 

@@ -137,12 +137,19 @@ JobView query_job(const std::string& id) {
 
 // sbatch's refusal as the error it is: the key it is about (exit 3), the controller not
 // answering (4), anything else (1). Its own words stay in the message.
-Error sbatch_refused(const process::Result& r, const Json& slurm, const std::string& script) {
+Error sbatch_refused(const process::Result& r, const SlurmSpec& slurm, const std::string& script) {
   const std::string said = one_line(r.err + (r.err.empty() ? r.out : ""));
   std::string lower = said;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
   auto has = [&](const char* w) { return lower.find(w) != std::string::npos; };
-  auto value = [&](const char* key) { return slurm.at(key).is_null() ? std::string("null") : slurm.at(key).dump(); };
+  // The key's value as the spec's JSON writes it (null, "gpu", 4).
+  auto value = [&](const std::string& key) {
+    auto text = [](const std::optional<std::string>& v) { return v ? Json(*v).dump() : std::string("null"); };
+    if (key == "partition") return text(slurm.partition);
+    if (key == "account") return text(slurm.account);
+    if (key == "time") return Json(slurm.time).dump();
+    return std::to_string(slurm.nodes);
+  };
   std::string key;
   if (has("partition")) key = "partition";
   else if (has("account")) key = "account";
@@ -153,7 +160,7 @@ Error sbatch_refused(const process::Result& r, const Json& slurm, const std::str
     return Error(ExitCode::kUnreachable, message,
                  "is slurmctld running? 'scontrol ping' says; SLURM_CONF picks the cluster; the script is " + script);
   if (!key.empty())
-    return Error(ExitCode::kInvalidConfig, message + " (slurm." + key + "=" + value(key.c_str()) + ")",
+    return Error(ExitCode::kInvalidConfig, message + " (slurm." + key + "=" + value(key) + ")",
                  "fix slurm." + key + " in the cluster spec ('sinfo' lists the partitions and their limits); the script is " +
                      script);
   return Error(ExitCode::kFailure, message,
@@ -162,8 +169,8 @@ Error sbatch_refused(const process::Result& r, const Json& slurm, const std::str
 
 class SlurmBackend : public Backend {
  public:
-  SlurmBackend(Json spec, std::string dir, std::string exe)
-      : spec_(std::move(spec)), paths_(dir), local_(make_local_backend(spec_, dir, exe)) {
+  SlurmBackend(ClusterSpec spec, std::string dir, std::string exe)
+      : spec_(std::move(spec)), paths_(dir), exe_(exe), local_(make_local_backend(spec_, dir, exe)) {
     try {
       const Json j = Json::parse(files::read_file(job_file()));
       job_id_ = j.value("job_id", "");
@@ -199,7 +206,18 @@ class SlurmBackend : public Backend {
     s.argv.insert(s.argv.begin() + 2, {"--head", "<head node's NodeAddr>:" + port()});
     s.argv.insert(s.argv.end(), {"--node", s.node});
     s.log = paths_.agent_log(index);
+    s.work_dir = paths_.dir;  // the token file's directory, the same path on every node
     return s;
+  }
+
+  // The allocation's nodes: slurm.gpus_per_node each; the node a step runs on is srun's.
+  KnownHost known_host(size_t index) const override {
+    (void)index;
+    KnownHost k;
+    k.host.gpus = spec_.slurm.gpus_per_node > 0;
+    k.host.slurm_node = "$SLURMD_NODENAME";
+    k.note = "--device /dev/infiniband (docker, podman) is added on a node with InfiniBand/RoCE ports";
+    return k;
   }
 
   ProcessRecord start(const LaunchSpec& spec) override {
@@ -221,7 +239,7 @@ class SlurmBackend : public Backend {
     if (r.timed_out)
       throw Error(ExitCode::kUnreachable, "sbatch did not answer within " + std::to_string(kCommandTimeout.count()) + " s",
                   "is slurmctld running? 'scontrol ping' says");
-    if (r.exit_code != 0) throw sbatch_refused(r, spec_.at("slurm"), spec.script_path);
+    if (r.exit_code != 0) throw sbatch_refused(r, spec_.slurm, spec.script_path);
     const std::string id = first_line(r.out).substr(0, first_line(r.out).find(';'));  // "12" or "12;cluster"
     if (id.empty() || id.find_first_not_of("0123456789_") != std::string::npos)
       throw Error(ExitCode::kFailure, "sbatch --parsable printed '" + first_line(r.out) + "', not a job id",
@@ -237,28 +255,20 @@ class SlurmBackend : public Backend {
     return p;
   }
 
-  std::optional<std::string> ended(const ProcessRecord& p) override {
-    if (p.role == ProcessRole::kProcess) return local_->ended(p);  // a leftover found on this machine
-    if (job_id_.empty()) return std::string("was never submitted");
-    const JobView& v = view(false);
-    if (!v.ended) return std::nullopt;
-    std::string how = "ended with its allocation: slurm job " + job_id_ + " " + v.state;
-    if (!v.reason.empty() && v.reason != "None") how += " (" + v.reason + ")";
-    if (!v.exit_code.empty() && v.exit_code != "0:0") how += ", exit code " + v.exit_code;
-    return how + "; the job's output is " + output_file(false) + " and " + output_file(true);
+  std::vector<std::optional<std::string>> ended_all(const std::vector<ProcessRecord>& ps) override {
+    std::vector<std::optional<std::string>> out;
+    for (const auto& p : ps) out.push_back(ended_one(p));
+    return out;
   }
 
-  bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) override {
-    if (p.role == ProcessRole::kProcess) return local_->stop(p, grace);
-    if (p.role != ProcessRole::kHead || job_id_.empty()) return true;  // agents end with the job
-    try {
-      release(grace);
-      return true;
-    } catch (const Error& e) {
-      log::Err() << e.what() << " (" << e.hint() << ")";
-      return false;
-    }
+  std::vector<bool> stop_all(const std::vector<ProcessRecord>& ps, std::chrono::milliseconds grace) override {
+    std::vector<bool> out;
+    for (const auto& p : ps) out.push_back(stop_one(p, grace));
+    return out;
   }
+
+  // The agents are steps of the allocation's script: they start and end with it.
+  bool can_restart_agent() const override { return false; }
 
   void detach() override {}  // nothing here to let go of: the job runs on its own
 
@@ -324,6 +334,31 @@ class SlurmBackend : public Backend {
   }
 
  private:
+  // Whether the allocation still runs (every record of it ends with it).
+  std::optional<std::string> ended_one(const ProcessRecord& p) {
+    if (p.role == ProcessRole::kProcess) return local_->ended(p);  // a leftover found on this machine
+    if (job_id_.empty()) return std::string("was never submitted");
+    const JobView& v = view(false);
+    if (!v.ended) return std::nullopt;
+    std::string how = "ended with its allocation: slurm job " + job_id_ + " " + v.state;
+    if (!v.reason.empty() && v.reason != "None") how += " (" + v.reason + ")";
+    if (!v.exit_code.empty() && v.exit_code != "0:0") how += ", exit code " + v.exit_code;
+    return how + "; the job's output is " + output_file(false) + " and " + output_file(true);
+  }
+
+  // Stopping the head cancels the allocation; agents end with it.
+  bool stop_one(const ProcessRecord& p, std::chrono::milliseconds grace) {
+    if (p.role == ProcessRole::kProcess) return local_->stop(p, grace);
+    if (p.role != ProcessRole::kHead || job_id_.empty()) return true;  // agents end with the job
+    try {
+      release(grace);
+      return true;
+    } catch (const Error& e) {
+      log::Err() << e.what() << " (" << e.hint() << ")";
+      return false;
+    }
+  }
+
   // Waits up to graceful for the job to end by itself (its head was asked to shut down), then
   // cancels it; returns once squeue no longer lists it. Throws verl::Error when it cannot.
   void release(std::chrono::milliseconds graceful) {
@@ -354,42 +389,34 @@ class SlurmBackend : public Backend {
 
   std::string job_file() const { return paths_.dir + "/slurm.json"; }
   std::string head_host_file() const { return paths_.dir + "/head_host"; }
-  std::string port() const { return std::to_string(spec_.at("head").at("dashboard_port").get<int>()); }
+  std::string port() const { return std::to_string(spec_.head.dashboard_port); }
 
   // sbatch's --output / --error: the spec's, else under logs/; with_job: %j filled in.
   std::string output_file(bool error, bool with_job = true) const {
-    const Json& v = spec_.at("slurm").at(error ? "error" : "output");
-    std::string path = v.is_string() ? files::expand_home(v.get<std::string>())
-                                     : paths_.logs() + (error ? "/slurm-%j.err" : "/slurm-%j.out");
+    const std::optional<std::string>& v = error ? spec_.slurm.error : spec_.slurm.output;
+    std::string path = v ? files::expand_home(*v) : paths_.logs() + (error ? "/slurm-%j.err" : "/slurm-%j.out");
     return with_job && !job_id_.empty() ? replace_all(path, "%j", job_id_) : path;
   }
 
-  // The local agent's argv without --head and --node: the script adds both on each node.
+  // The local agent's command without --head and --node: the script adds both on each node.
   std::vector<std::string> agent_argv() const {
-    const auto argv = local_->agent_spec(0).argv;
-    std::vector<std::string> out;
-    for (size_t i = 0; i < argv.size(); ++i) {
-      if ((argv[i] == "--head" || argv[i] == "--node") && i + 1 < argv.size()) {
-        ++i;
-        continue;
-      }
-      out.push_back(argv[i]);
-    }
-    return out;
+    AgentCommand agent = agent_command(spec_, paths_, exe_, 0);
+    agent.head.clear();
+    agent.node.clear();
+    return agent.argv();
   }
 
   std::string render_script() const {
-    const Json& slurm = spec_.at("slurm");
-    auto optional_word = [&](const char* key) { return slurm.at(key).is_string() ? quote(slurm.at(key).get<std::string>()) : ""; };
-    const Json& time = slurm.at("time");
+    const SlurmSpec& slurm = spec_.slurm;
+    auto optional_word = [](const std::optional<std::string>& v) { return v ? quote(*v) : std::string(); };
     Json vars = {
-        {"job_name", quote("verl-" + spec_.at("name").get<std::string>())},
-        {"nodes", slurm.at("nodes")},
-        {"gpus_per_node", slurm.at("gpus_per_node")},
-        {"cpus_per_task", slurm.at("cpus_per_task")},
-        {"partition", optional_word("partition")},
-        {"account", optional_word("account")},
-        {"time", quote(time.is_string() ? time.get<std::string>() : time.dump())},
+        {"job_name", quote("verl-" + spec_.name)},
+        {"nodes", slurm.nodes},
+        {"gpus_per_node", slurm.gpus_per_node},
+        {"cpus_per_task", slurm.cpus_per_task},
+        {"partition", optional_word(slurm.partition)},
+        {"account", optional_word(slurm.account)},
+        {"time", quote(slurm.time)},
         {"output", quote(output_file(false, false))},
         {"error", quote(output_file(true, false))},
         {"dashboard_port", port()},
@@ -419,9 +446,10 @@ class SlurmBackend : public Backend {
     return *view_;
   }
 
-  Json spec_;
+  ClusterSpec spec_;
   StatePaths paths_;
-  std::unique_ptr<Backend> local_;  // gives the head's and agents' argv, the same as local's
+  std::string exe_;
+  std::unique_ptr<Backend> local_;  // the head's argv, the same as local's; leftovers on this machine
   std::string job_id_;
   std::optional<JobView> view_;
   Clock::time_point viewed_{};
@@ -429,7 +457,7 @@ class SlurmBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_slurm_backend(const Json& spec, const std::string& state_dir, const std::string& exe) {
+std::unique_ptr<Backend> make_slurm_backend(const ClusterSpec& spec, const std::string& state_dir, const std::string& exe) {
   return std::make_unique<SlurmBackend>(spec, state_dir, exe);
 }
 

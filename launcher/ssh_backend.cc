@@ -21,7 +21,6 @@
 // reports in `remote` is exactly what start() runs.
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -42,7 +41,6 @@
 namespace verl::launcher {
 namespace {
 
-using Json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 using process::quote;
@@ -68,8 +66,6 @@ struct RemotePath {
   std::string resolve(const std::string& remote_home) const { return home ? remote_home + "/" + path : path; }
   std::string display() const { return home ? "~/" + path : path; }
 };
-
-enum class CopyBinary { kAuto, kAlways, kNever };
 
 struct Node {
   std::string name;
@@ -109,33 +105,28 @@ std::string mib(uintmax_t bytes) {
 }
 
 // The nodes of a resolved spec with their SSH targets and directories.
-std::vector<Node> nodes_of(const Json& spec) {
+std::vector<Node> nodes_of(const ClusterSpec& spec) {
   std::vector<Node> out;
-  const Json& ssh = spec.at("ssh");
-  const RemotePath root = RemotePath::parse(ssh.value("remote_dir", std::string("~/.verlctl")));
-  const std::string cluster = spec.at("name").get<std::string>();
+  const SshSpec& ssh = spec.ssh;
+  const RemotePath root = RemotePath::parse(ssh.remote_dir);
   const auto names = node_names(spec);
-  const Json& nodes = spec.at("nodes");
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const Json& n = nodes[i];
+  for (size_t i = 0; i < spec.nodes.size(); ++i) {
+    const NodeSpec& n = spec.nodes[i];
     Node node;
     node.name = names[i];
     SshTarget& t = node.target;
-    t.host = n.at("host").get<std::string>();
-    const int node_port = n.value("port", 22);
-    t.port = node_port != 22 ? node_port : ssh.value("port", 22);
-    if (n.contains("user") && n["user"].is_string()) t.user = n["user"].get<std::string>();
-    else if (ssh.contains("user") && ssh["user"].is_string()) t.user = ssh["user"].get<std::string>();
-    if (ssh.contains("identity_file") && ssh["identity_file"].is_string())
-      t.identity_file = ssh["identity_file"].get<std::string>();
-    t.known_hosts = ssh.value("known_hosts", std::string("~/.ssh/known_hosts"));
-    t.host_keys = ssh.value("strict_host_keys", true) ? SshTarget::HostKeys::kStrict : SshTarget::HostKeys::kAcceptNew;
-    t.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(ssh.value("connect_timeout_s", 10.0) * 1000));
-    t.command_timeout = std::chrono::milliseconds(static_cast<int64_t>(ssh.value("command_timeout_s", 60.0) * 1000));
+    t.host = n.host;
+    t.port = n.port != 22 ? n.port : ssh.port;
+    if (n.user) t.user = *n.user;
+    else if (ssh.user) t.user = *ssh.user;
+    if (ssh.identity_file) t.identity_file = *ssh.identity_file;
+    t.known_hosts = ssh.known_hosts;
+    t.host_keys = ssh.strict_host_keys ? SshTarget::HostKeys::kStrict : SshTarget::HostKeys::kAcceptNew;
+    t.connect_timeout = std::chrono::seconds(ssh.connect_timeout_s);
+    t.command_timeout = std::chrono::seconds(ssh.command_timeout_s);
     // Whole seconds (what TCP keepalive takes); any positive value keeps them on.
-    const double keepalive = ssh.value("keepalive_s", 15.0);
-    t.keepalive = std::chrono::seconds(keepalive > 0 ? std::max<int64_t>(1, std::llround(keepalive)) : 0);
-    node.dir = root / cluster / "nodes" / node.name;
+    t.keepalive = std::chrono::seconds(ssh.keepalive_s > 0 ? ssh.keepalive_s : 0);
+    node.dir = root / spec.name / "nodes" / node.name;
     out.push_back(std::move(node));
   }
   return out;
@@ -143,13 +134,11 @@ std::vector<Node> nodes_of(const Json& spec) {
 
 class SshBackend : public Backend {
  public:
-  SshBackend(Json spec, std::string dir, std::string exe)
+  SshBackend(ClusterSpec spec, std::string dir, std::string exe)
       : spec_(std::move(spec)), paths_(dir), exe_(exe), local_(make_local_backend(spec_, dir, exe)) {
-    const Json& ssh = spec_.at("ssh");
-    const std::string copy = ssh.value("copy_binary", "auto");
-    copy_ = copy == "always" ? CopyBinary::kAlways : copy == "never" ? CopyBinary::kNever : CopyBinary::kAuto;
-    parallel_ = std::max(1, ssh.value("parallel", 32));
-    root_ = RemotePath::parse(ssh.value("remote_dir", std::string("~/.verlctl")));
+    copy_ = spec_.ssh.copy_binary;
+    parallel_ = std::max(1, spec_.ssh.parallel);
+    root_ = RemotePath::parse(spec_.ssh.remote_dir);
     nodes_ = nodes_of(spec_);
     agents_ = nodes_.size();
   }
@@ -158,9 +147,8 @@ class SshBackend : public Backend {
 
   // Each node's agent dials head.host; the head listens on head.bind_host.
   void check_spec() const override {
-    const Json& head = spec_.at("head");
     for (size_t i = 0; i < agents_; ++i)
-      check_head_reach(head.at("bind_host").get<std::string>(), head.at("host").get<std::string>(), nodes_[i].target.host,
+      check_head_reach(spec_.head.bind_host, spec_.head.host, nodes_[i].target.host,
                        "nodes[" + std::to_string(i) + "].host " + nodes_[i].target.host);
   }
 
@@ -169,21 +157,17 @@ class SshBackend : public Backend {
 
   LaunchSpec agent_spec(size_t index) const override {
     const Node& n = nodes_.at(index);
-    LaunchSpec s = local_->agent_spec(index);  // the agent's flags, as the local backend gives them
+    LaunchSpec s = local_->agent_spec(index);
     s.host = n.target.host;
     s.log = n.target.host + ":" + (n.dir / "agent.log").display();
-    // The same argv with this node's paths: shown (display) and run (shell).
-    std::vector<std::string> shown{exe_display()}, run{exe_shell()};
-    for (size_t i = 1; i < s.argv.size(); ++i) {
-      if (s.argv[i - 1] == "--token-file") {
-        shown.push_back((n.dir / "token").display());
-        run.push_back((n.dir / "token").shell());
-      } else {
-        shown.push_back(s.argv[i]);
-        run.push_back(quote(s.argv[i]));
-      }
-    }
-    s.argv = shown;
+    // The local backend's agent with this node's paths: shown (display) and run (shell).
+    AgentCommand agent = agent_command(spec_, paths_, exe_display(), index);
+    agent.token_file = (n.dir / "token").display();
+    s.argv = agent.argv();
+    agent.exe = exe_shell();
+    agent.token_file = (n.dir / "token").shell();
+    const std::vector<std::string> run = agent.argv(quote);
+    s.work_dir = n.dir.display();
     std::string env;
     for (const auto& e : s.env) env += " " + quote(e);
     std::string cmd;
@@ -257,8 +241,13 @@ class SshBackend : public Backend {
     throw Error(first->code(), first->what() + more, first->hint());
   }
 
-  std::optional<std::string> ended(const ProcessRecord& p) override { return ended_all({p}).front(); }
-  bool stop(const ProcessRecord& p, std::chrono::milliseconds grace) override { return stop_all({p}, grace).front(); }
+  // A remote node's GPUs are the spec's word (nodes[].gpus); its ports only its agent reads.
+  KnownHost known_host(size_t index) const override {
+    KnownHost k;
+    k.host.gpus = index < spec_.nodes.size() && spec_.nodes[index].gpus > 0;
+    k.note = "--device /dev/infiniband (docker, podman) is added on a node with InfiniBand/RoCE ports";
+    return k;
+  }
 
   // Every node at once (fan_out), one command per node on its session. The head and
   // unrecorded leftovers run here: the local backend answers for them.
@@ -340,7 +329,7 @@ class SshBackend : public Backend {
     for (size_t i = 0; i < nodes_.size(); ++i)
       if (nodes_[i].name == node) return i;
     try {
-      for (auto& n : nodes_of(Json::parse(files::read_file(paths_.spec()))))
+      for (auto& n : nodes_of(read_cluster_spec(paths_.spec())))
         if (n.name == node) {
           nodes_.push_back(std::move(n));
           return nodes_.size() - 1;
@@ -631,7 +620,7 @@ class SshBackend : public Backend {
     }
   }
 
-  Json spec_;
+  ClusterSpec spec_;
   StatePaths paths_;
   std::string exe_;
   std::unique_ptr<Backend> local_;  // the head
@@ -650,7 +639,7 @@ class SshBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_ssh_backend(const Json& spec, const std::string& state_dir, const std::string& exe) {
+std::unique_ptr<Backend> make_ssh_backend(const ClusterSpec& spec, const std::string& state_dir, const std::string& exe) {
   return std::make_unique<SshBackend>(spec, state_dir, exe);
 }
 

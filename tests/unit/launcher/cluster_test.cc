@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -46,9 +47,9 @@ TEST_F(TempHome, LocalPlanIsAHeadAndNAgentsAndCreatesNothing) {
   o.exe = "/opt/verlctl";
   o.overrides = {"head.dashboard_port=18111", "head.store_port=18112", "head.heartbeat_interval_s=0.5"};
   const auto plan = plan_up(o);
-  EXPECT_EQ(plan.spec["name"], "plan");
-  EXPECT_EQ(plan.spec["backend"], "local");
-  EXPECT_EQ(plan.spec["nodes"].size(), 3u);
+  EXPECT_EQ(plan.spec.name, "plan");
+  EXPECT_EQ(plan.spec.backend, BackendKind::kLocal);
+  EXPECT_EQ(plan.spec.nodes.size(), 3u);
   EXPECT_EQ(plan.state_dir, (home_ / "plan").string());
   ASSERT_EQ(plan.daemons.size(), 4u);
   EXPECT_EQ(plan.daemons[0].role, ProcessRole::kHead);
@@ -72,6 +73,40 @@ TEST_F(TempHome, LocalWithoutNodesIsOneNode) {
   UpOptions o;
   o.overrides = {"backend=local"};
   EXPECT_EQ(plan_up(o).daemons.size(), 2u);
+}
+
+// --dry-run's container line runs rank 0 in the agent's own work directory (LaunchSpec::work_dir,
+// never read back from its argv) with what the backend knows of the node (Backend::known_host):
+// a remote node's GPUs from nodes[].gpus, a slurm node's from slurm.gpus_per_node.
+TEST_F(TempHome, ContainerLinesUseEachAgentsWorkDirectoryAndWhatItsBackendKnows) {
+  auto has_arg = [](const std::vector<std::string>& argv, const std::string& arg) {
+    return std::find(argv.begin(), argv.end(), arg) != argv.end();
+  };
+  UpOptions o;
+  o.exe = "/opt/verl/verlctl";
+  o.overrides = {"backend=ssh", "name=c3", "nodes=[{host: 10.0.0.2, gpus: 8}, {host: 10.0.0.3}]",
+                 "head.host=10.0.0.1", "head.bind_host=0.0.0.0", "container.runtime=docker", "container.image=verl:1"};
+  const auto ssh = plan_up(o);
+  ASSERT_EQ(ssh.containers.size(), 2u);
+  EXPECT_EQ(ssh.daemons[1].work_dir, "~/.verlctl/c3/nodes/10.0.0.2");
+  EXPECT_TRUE(has_arg(ssh.containers[0].argv, "~/.verlctl/c3/nodes/10.0.0.2/jobs/job-N"));
+  EXPECT_TRUE(has_arg(ssh.containers[0].argv, "--gpus")) << "nodes[0].gpus: 8";
+  EXPECT_FALSE(has_arg(ssh.containers[1].argv, "--gpus")) << "nodes[1] declares no GPUs";
+  EXPECT_NE(ssh.containers[0].note.find("/dev/infiniband"), std::string::npos) << "only the node knows its ports";
+
+  o.overrides = {"backend=slurm", "name=c4", "slurm.nodes=2", "slurm.gpus_per_node=4", "container.runtime=pyxis",
+                 "container.image=verl:1"};
+  const auto slurm = plan_up(o);
+  ASSERT_EQ(slurm.containers.size(), 2u);
+  EXPECT_EQ(slurm.daemons[1].work_dir, slurm.state_dir);
+  EXPECT_TRUE(has_arg(slurm.containers[1].argv, "$SLURMD_NODENAME"));
+
+  o.overrides = {"backend=local", "name=c5", "container.runtime=docker", "container.image=verl:1"};
+  o.local_nodes = 1;
+  const auto local = plan_up(o);
+  ASSERT_EQ(local.containers.size(), 1u);
+  EXPECT_EQ(local.daemons[1].work_dir, local.state_dir);
+  EXPECT_TRUE(has_arg(local.containers[0].argv, local.state_dir + "/jobs/job-N"));
 }
 
 // The ssh plan: the head here, one agent per host named by it, and exactly the remote commands
@@ -205,7 +240,7 @@ TEST_F(TempHome, AcceptNewHostKeysIsNotRecorded) {
   o.overrides = {"backend=ssh", "nodes=[{host: 127.0.0.2}]"};
   o.accept_new_host_keys = true;
   const auto plan = plan_up(o);
-  EXPECT_EQ(plan.spec.at("ssh").at("strict_host_keys"), true);
+  EXPECT_TRUE(plan.spec.ssh.strict_host_keys);
   EXPECT_NE(plan.daemons.at(1).remote.at(0).find("unknown ones added"), std::string::npos) << plan.daemons.at(1).remote.at(0);
   o.accept_new_host_keys = false;
   EXPECT_NE(plan_up(o).daemons.at(1).remote.at(0).find(", strict"), std::string::npos);

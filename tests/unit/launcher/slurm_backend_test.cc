@@ -23,9 +23,9 @@ using Json = nlohmann::ordered_json;
 const std::string kDir = "/home/u/.verlctl/c1";
 const std::string kExe = "/opt/verl/verlctl";
 
-Json spec(std::vector<std::string> overrides) {
+ClusterSpec spec(std::vector<std::string> overrides) {
   overrides.insert(overrides.begin(), {"backend=slurm", "name=c1"});
-  return config::load_cluster("", overrides);
+  return load_cluster_spec("", overrides);
 }
 
 std::vector<std::string> sbatch_lines(const std::string& script) {
