@@ -262,13 +262,21 @@ std::optional<Result> Child::wait(std::optional<std::chrono::milliseconds> timeo
   return done_;
 }
 
+bool stop_escalating(const std::function<void(int sig)>& signal,
+                     const std::function<bool(std::optional<std::chrono::milliseconds> timeout)>& gone,
+                     std::chrono::milliseconds grace, std::optional<std::chrono::milliseconds> kill_wait) {
+  signal(SIGTERM);
+  if (gone(grace)) return true;
+  signal(SIGKILL);
+  return gone(kill_wait);
+}
+
 Result Child::stop(std::chrono::milliseconds grace) {
   if (done_) return *done_;
-  kill_group(pid_, SIGTERM);
-  if (auto r = wait(grace)) return *r;
-  kill_group(pid_, SIGKILL);
-  auto r = wait(std::nullopt);
-  return r.value_or(Result{});
+  const pid_t pid = pid_;
+  stop_escalating([pid](int sig) { kill_group(pid, sig); },
+                  [this](std::optional<std::chrono::milliseconds> t) { return wait(t).has_value(); }, grace, std::nullopt);
+  return done_.value_or(Result{});
 }
 
 void Child::signal(int sig) {

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,7 +59,8 @@ class Child {
   bool running();
   // Waits up to timeout (forever when absent); nullopt when still running afterwards.
   std::optional<Result> wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
-  // SIGTERM to the group, then SIGKILL after grace; returns how it ended.
+  // SIGTERM to the group, then SIGKILL after grace (stop_escalating, waiting for the SIGKILL's
+  // end as long as it takes); returns how it ended.
   Result stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
   // Sends sig to the child's process group (SIGTERM now, SIGKILL later: a stop that does not
   // block). Nothing once it has been reaped.
@@ -72,6 +74,20 @@ class Child {
   pid_t pid_ = -1;
   std::optional<Result> done_;
 };
+
+// How long a stop waits for a process to go after SIGKILL before it says the process is still
+// there (stop_escalating's kill_wait for a process that is not our child).
+inline constexpr std::chrono::milliseconds kStopKillWait{2000};
+
+// The stop protocol, the one definition of it: SIGTERM, up to grace for the process to go, then
+// SIGKILL and up to kill_wait (forever when nullopt) for it to go. signal(sig) sends sig (to a
+// group, to a pid: the caller's choice); gone(timeout) waits up to timeout and says whether the
+// process is gone. true: it is gone. Its users: Child::stop (its own child, reaped by waitpid),
+// launcher::stop_recorded (a recorded pid that must still have its recorded start time), and
+// as a shell program templates/ssh/stop.sh (the same steps on a remote node; it says so).
+bool stop_escalating(const std::function<void(int sig)>& signal,
+                     const std::function<bool(std::optional<std::chrono::milliseconds> timeout)>& gone,
+                     std::chrono::milliseconds grace, std::optional<std::chrono::milliseconds> kill_wait);
 
 // Quotes one argument for a POSIX shell: abc -> abc, a b -> 'a b', it's -> 'it'\''s'.
 std::string quote(const std::string& arg);

@@ -254,4 +254,26 @@ std::vector<std::string> render_argv(const Template& t, const Json& vars) {
   return argv;
 }
 
+std::string render_line(const Template& t, const Json& vars) {
+  // Comments blanked (the line numbers stay), for the check; then the lines joined.
+  Template lines{t.origin, {}}, joined{t.origin + " (joined into one line)", {}};
+  size_t pos = 0;
+  while (pos < t.text.size()) {
+    size_t eol = t.text.find('\n', pos);
+    if (eol == std::string::npos) eol = t.text.size();
+    if (t.text[pos] != '#') {
+      lines.text.append(t.text, pos, eol - pos);
+      const size_t first = t.text.find_first_not_of(" \t", pos);
+      if (first < eol) {
+        if (!joined.text.empty()) joined.text += ' ';
+        joined.text.append(t.text, first, eol - first);
+      }
+    }
+    lines.text += '\n';
+    pos = eol + 1;
+  }
+  render(lines, vars);  // errors with the template's line numbers
+  return render(joined, vars);
+}
+
 }  // namespace verl::tmpl

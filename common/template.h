@@ -45,4 +45,12 @@ std::string render(const Template& t, const nlohmann::ordered_json& vars);
 // (it would split into two arguments), naming the value.
 std::vector<std::string> render_argv(const Template& t, const nlohmann::ordered_json& vars);
 
+// Renders t into one line, a shell program that goes on one command line (templates/ssh/*.sh,
+// the ssh backend's remote programs): lines of the template that begin with '#' are comments;
+// the others are joined, each without its leading blanks, with one space between (a section tag
+// at the end of a line keeps the space that follows it inside the section). Values are inserted
+// after the join, so a value's own newline stays as it is. Errors name the template's own lines
+// (it is checked as written first). Throws verl::Error (invalid config, 3) as render() does.
+std::string render_line(const Template& t, const nlohmann::ordered_json& vars);
+
 }  // namespace verl::tmpl

@@ -1,6 +1,7 @@
 #include "launcher/cluster_state.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/process.h"
 
 namespace verl::launcher {
 namespace fs = std::filesystem;
@@ -120,6 +123,25 @@ std::optional<int64_t> process_start_ticks(pid_t pid) {
 bool is_same_process(const ProcessRecord& p) {
   auto start = process_start_ticks(p.pid);
   return start && *start == p.start_ticks;
+}
+
+bool stop_recorded(const ProcessRecord& p, std::chrono::milliseconds grace) {
+  if (!is_same_process(p)) return true;
+  const pid_t pid = p.pid;
+  return process::stop_escalating(
+      [pid](int sig) {
+        ::kill(-pid, sig);
+        ::kill(pid, sig);  // in case it left its group
+      },
+      [&p](std::optional<std::chrono::milliseconds> timeout) {
+        const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(process::kStopKillWait);
+        while (std::chrono::steady_clock::now() < deadline) {
+          if (!is_same_process(p)) return true;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return false;
+      },
+      grace, process::kStopKillWait);
 }
 
 std::vector<pid_t> find_cluster_processes(const std::string& dir) {

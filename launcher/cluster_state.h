@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -68,6 +69,11 @@ std::string read_token(const std::string& path);  // trimmed; throws verl::Error
 // is a zombie (it has ended; only its exit status waits to be collected).
 std::optional<int64_t> process_start_ticks(pid_t pid);
 bool is_same_process(const ProcessRecord& p);
+// Stops the recorded process on this machine, only while it is still that process (its pid has
+// its recorded start time): process::stop_escalating to its group and to itself, polling
+// is_same_process. true: it is gone (or was not that process). templates/ssh/stop.sh is the
+// same protocol for a process on an ssh node.
+bool stop_recorded(const ProcessRecord& p, std::chrono::milliseconds grace);
 // verlctl head/agent processes of this user whose command line names dir (the head's
 // --state-dir, an agent's --token-file under it): what down looks for when the records are gone.
 std::vector<pid_t> find_cluster_processes(const std::string& dir);

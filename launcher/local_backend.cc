@@ -1,11 +1,8 @@
 // The local backend: the head and every agent are processes on this machine, started through
 // the process module in their own sessions (setsid), so that they outlive `verlctl up` and a
 // closed terminal.
-#include <signal.h>
-
 #include <cstdio>
 #include <map>
-#include <thread>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -15,8 +12,6 @@
 
 namespace verl::launcher {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 class LocalBackend : public Backend {
  public:
@@ -123,22 +118,7 @@ class LocalBackend : public Backend {
       children_.erase(it);
       return true;
     }
-    if (!is_same_process(p)) return true;
-    ::kill(-p.pid, SIGTERM);
-    ::kill(p.pid, SIGTERM);  // in case it left its group
-    const auto deadline = Clock::now() + grace;
-    while (Clock::now() < deadline) {
-      if (!is_same_process(p)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ::kill(-p.pid, SIGKILL);
-    ::kill(p.pid, SIGKILL);
-    const auto kill_deadline = Clock::now() + std::chrono::seconds(2);
-    while (Clock::now() < kill_deadline) {
-      if (!is_same_process(p)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return stop_recorded(p, grace);
   }
 
   ClusterSpec spec_;

@@ -16,9 +16,11 @@
 // ended_all and stop_all ask every node at once the same way (the same bounded pool, one
 // command per node), and a process once seen gone is not asked about again.
 // Per-node directories keep nodes apart even when several share one filesystem (NFS homes, or
-// the loopback "hosts" of the tests). Every remote argument is quoted by process::quote; the
-// remote directory's "~/" becomes "$HOME"/ so that the remote shell expands it. What agent_spec
-// reports in `remote` is exactly what start() runs.
+// the loopback "hosts" of the tests). The commands that run on a node are templates
+// (templates/ssh/*.sh: sync, start, check, stop; launcher/ssh_programs.h renders them), every
+// value in them quoted by process::quote; the remote directory's "~/" becomes "$HOME"/ so that
+// the remote shell expands it. agent_spec's `remote` (what up --dry-run shows) and start() take
+// the commands from one function, programs(): what is shown is what runs.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -27,6 +29,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -35,6 +38,7 @@
 #include "common/strings.h"
 #include "launcher/backend.h"
 #include "launcher/node_facts.h"
+#include "launcher/ssh_programs.h"
 #include "launcher/ssh_session.h"
 #include "verl/build_info.h"
 
@@ -72,11 +76,6 @@ struct Node {
   SshTarget target;
   RemotePath dir;  // <remote_dir>/<cluster>/nodes/<name>
 };
-
-// The start time of a remote pid, the /proc/<pid>/stat field after the command name that
-// process_start_ticks() reads locally; empty when gone or a zombie.
-const char* const kTicksFn =
-    "t() { sed 's/.*) //' \"/proc/$1/stat\" 2>/dev/null | awk '$1 != \"Z\" && $1 != \"X\" {print $20}'; }";
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -160,33 +159,24 @@ class SshBackend : public Backend {
     LaunchSpec s = local_->agent_spec(index);
     s.host = n.target.host;
     s.log = n.target.host + ":" + (n.dir / "agent.log").display();
-    // The local backend's agent with this node's paths: shown (display) and run (shell).
+    // The local backend's agent with this node's paths, shown (display); what runs is programs().
     AgentCommand agent = agent_command(spec_, paths_, exe_display(), index);
     agent.token_file = (n.dir / "token").display();
     s.argv = agent.argv();
-    agent.exe = exe_shell();
-    agent.token_file = (n.dir / "token").shell();
-    const std::vector<std::string> run = agent.argv(quote);
     s.work_dir = n.dir.display();
-    std::string env;
-    for (const auto& e : s.env) env += " " + quote(e);
-    std::string cmd;
-    for (const auto& a : run) cmd += (cmd.empty() ? "" : " ") + a;
+    const Programs run = programs(index, s.env);
     s.remote.push_back("# ssh " + n.target.label() + " (host keys: " + n.target.known_hosts +
                        (n.target.host_keys == SshTarget::HostKeys::kAcceptNew ? ", unknown ones added" : ", strict") +
                        (n.target.identity_file.empty() ? "" : "; key " + n.target.identity_file) + ")");
-    const std::string start = "setsid nohup" + (env.empty() ? "" : " env" + env) + " " + cmd +
-                              " </dev/null >>agent.log 2>&1 & pid=$!; " + kTicksFn +
-                              "; printf 'pid=%s\\nticks=%s\\n' \"$pid\" \"$(t \"$pid\")\"";
     s.remote.push_back("# stdin of the next command: " + paths_.token() + ", then " + paths_.spec());
-    s.remote.push_back(sync_command(n, start));
+    s.remote.push_back(run.sync);
     if (copy_ != CopyBinary::kNever) {
       const std::string mod = local_module();
       s.remote.push_back("# " + std::string(copy_ == CopyBinary::kAuto ? "when the node's verlctl differs in version or size" : "") +
                          (copy_ == CopyBinary::kAuto && !mod.empty() ? " or its trainer module in size" : "") +
                          (copy_ == CopyBinary::kAuto ? ": " : "") + "sftp: " + exe_ + " -> " + exe_display() +
                          (mod.empty() ? "" : " and " + mod + " -> " + module().display()) + " (0755, atomic), then:");
-      s.remote.push_back("cd " + n.dir.shell() + " || exit 1; " + start);
+      s.remote.push_back(run.start_after_copy);
     }
     return s;
   }
@@ -359,37 +349,40 @@ class SshBackend : public Backend {
   std::string exe_shell() const { return copy_ == CopyBinary::kNever ? "verlctl" : bin().shell(); }
   std::string exe_display() const { return copy_ == CopyBinary::kNever ? "verlctl" : bin().display(); }
 
-  // The one command of the syncing stage (its stdin: the token file, then the spec). It makes
-  // the node's directories, writes token and cluster.json (umask 077: 0600; a rename each, so
-  // an agent never reads half a file), reports the remote home, and then:
-  //   copy_binary auto:   starts the agent (start) when the node's verlctl has this verlctl's
-  //                       --version line and size (and its trainer module this one's size),
-  //                       else reports what it has
-  //   copy_binary never:  starts the agent when verlctl is on the PATH, else says it is not
-  //   copy_binary always: nothing more (the copy and the start follow)
-  // The token is read by the shell's read builtin and written by its printf builtin: it is in
-  // no process's command line on the node.
-  std::string sync_command(const Node& n, const std::string& start) const {
-    const std::string e = exe_shell();
-    std::string dirs = n.dir.shell();
-    if (copy_ != CopyBinary::kNever) dirs += " " + (root_ / "bin").shell();
-    std::string cmd = "umask 077 && mkdir -p " + dirs + " && cd " + n.dir.shell() +
-                      " && IFS= read -r token && printf '%s\\n' \"$token\" >token.tmp && mv -f token.tmp token"
-                      " && cat >cluster.json.tmp && mv -f cluster.json.tmp cluster.json && printf 'home=%s\\n' \"$HOME\"";
+  // The remote programs that start node i's agent (templates/ssh/, launcher/ssh_programs.h),
+  // env being the agent's added environment: sync, the syncing stage's one command, which also
+  // starts the agent when the node's verlctl will do (templates/ssh/sync.sh says when), and
+  // start_after_copy, what starts it after SFTP copied verlctl (empty with copy_binary never).
+  // agent_spec shows exactly these and start_node runs them: one source for both.
+  struct Programs {
+    std::string sync;
+    std::string start_after_copy;
+  };
+  Programs programs(size_t index, const std::vector<std::string>& env) const {
+    const Node& n = nodes_.at(index);
+    AgentCommand agent = agent_command(spec_, paths_, exe_display(), index);
+    agent.exe = exe_shell();
+    agent.token_file = (n.dir / "token").shell();
+    std::string cmd;
+    for (const auto& a : agent.argv(quote)) cmd += (cmd.empty() ? "" : " ") + a;
+    ssh_programs::Sync sync;
+    sync.dir_shell = n.dir.shell();
+    if (copy_ != CopyBinary::kNever) sync.bin_dir_shell = (root_ / "bin").shell();
+    sync.exe_shell = exe_shell();
+    sync.copy = copy_;
     if (copy_ == CopyBinary::kAuto) {
-      const auto mine = local_version();
-      const std::string mod = local_module();
-      std::error_code ec;
-      const std::string same_module =
-          mod.empty() ? std::string()
-                      : " && [ \"$(wc -c 2>/dev/null <" + module().shell() + ")\" = " + quote(std::to_string(fs::file_size(mod, ec))) + " ]";
-      cmd += " && v=$(" + e + " --version 2>/dev/null | head -n 1); s=$(wc -c 2>/dev/null <" + e + "); if [ \"$v\" = " +
-             quote(mine.first) + " ] && [ \"$s\" = " + quote(mine.second) + " ]" + same_module + "; then " + start +
-             "; else printf 'version=%s\\nsize=%s\\n' \"$v\" \"$s\"; fi";
-    } else if (copy_ == CopyBinary::kNever) {
-      cmd += " && if command -v " + e + " >/dev/null 2>&1; then " + start + "; else echo missing=verlctl; fi";
+      std::tie(sync.version, sync.size) = local_version();
+      if (const std::string mod = local_module(); !mod.empty()) {
+        std::error_code ec;
+        sync.module_shell = module().shell();
+        sync.module_size = std::to_string(fs::file_size(mod, ec));
+      }
     }
-    return cmd;
+    sync.start = ssh_programs::start("", env, cmd);
+    Programs p;
+    p.sync = ssh_programs::sync(sync);
+    if (copy_ != CopyBinary::kNever) p.start_after_copy = ssh_programs::start(n.dir.shell(), env, cmd);
+    return p;
   }
 
   // This machine's verlctl: its --version line and size, what auto compares with (agent_spec
@@ -511,9 +504,7 @@ class SshBackend : public Backend {
   // head leaves by itself).
   std::optional<std::string> check_agent(size_t i, const ProcessRecord& p) {
     const Node& n = nodes_[i];
-    const std::string cmd = std::string(kTicksFn) + "; if [ \"$(t " + std::to_string(p.pid) + ")\" = " +
-                            std::to_string(p.start_ticks) + " ]; then echo running; else echo gone; tail -n 1 " +
-                            (n.dir / "agent.log").shell() + " 2>/dev/null; fi";
+    const std::string cmd = ssh_programs::check(p.pid, p.start_ticks, (n.dir / "agent.log").shell());
     ExecResult r;
     try {
       r = run(i, cmd, "checking the agent (pid " + std::to_string(p.pid) + ")");
@@ -526,17 +517,12 @@ class SshBackend : public Backend {
     return "ended on " + n.target.host + " (log " + p.log + (last.empty() ? "" : ", its last line: " + last) + ")";
   }
 
-  // Stops the recorded agent on node i, only while it is still that process: its group first
-  // (its children), then itself; SIGKILL after grace. true: it is gone. Throws verl::Error
+  // Stops the recorded agent on node i, only while it is still that process: stop_recorded()'s
+  // protocol, run on the node (templates/ssh/stop.sh). true: it is gone. Throws verl::Error
   // naming the node when the node cannot be asked.
   bool stop_agent(size_t i, const ProcessRecord& p, std::chrono::milliseconds grace) {
     const std::string pid = std::to_string(p.pid);
-    const long steps = std::max<long>(1, static_cast<long>(grace.count() / 50));
-    const std::string cmd = std::string(kTicksFn) + "; same() { [ \"$(t " + pid + ")\" = " +
-                            std::to_string(p.start_ticks) + " ]; }; wait_gone() { i=0; while same && [ $i -lt $1 ]; do sleep 0.05; i=$((i+1)); done; }; "
-                            "if same; then kill -TERM -" + pid + " " + pid + " 2>/dev/null; wait_gone " + std::to_string(steps) +
-                            "; if same; then kill -KILL -" + pid + " " + pid + " 2>/dev/null; wait_gone 40; fi; fi; "
-                            "if same; then echo running; else echo gone; fi";
+    const std::string cmd = ssh_programs::stop(p.pid, p.start_ticks, grace);
     const ExecResult r = run(i, cmd, "stopping the agent (pid " + pid + ")", grace + std::chrono::seconds(10));
     return first_line(r.out) == "gone";
   }
@@ -566,7 +552,7 @@ class SshBackend : public Backend {
   }
 
   // connecting, syncing (which starts the agent too when its verlctl is current), and, when
-  // verlctl had to be copied first, starting. spec.remote: agent_spec's lines.
+  // verlctl had to be copied first, starting: programs(), what agent_spec shows.
   ProcessRecord start_node(size_t i, const LaunchSpec& spec, const ProgressFn& progress) {
     const Node& n = nodes_[i];
     const auto t0 = Clock::now();
@@ -577,13 +563,12 @@ class SshBackend : public Backend {
       return std::string(buf);
     };
     try {
-      const size_t sync_line = 2;  // "# ssh ...", "# stdin ...", the sync command
-      if (spec.remote.size() <= sync_line) throw Error(ExitCode::kFailure, "no remote commands for node " + n.name);
+      const Programs programs = this->programs(i, spec.env);
       progress(n.name, "connecting to " + n.target.label());
       SshSession& s = session(i);
 
       stage = "syncing";
-      const ExecResult sync = s.exec(spec.remote.at(sync_line), "syncing " + n.dir.display(), std::nullopt,
+      const ExecResult sync = s.exec(programs.sync, "syncing " + n.dir.display(), std::nullopt,
                                      files::read_file(paths_.token()) + files::read_file(paths_.spec()));
       auto f = parse_fields(sync.out);
       if (sync.exit_status != 0 || !f.count("home"))
@@ -613,7 +598,7 @@ class SshBackend : public Backend {
       progress(n.name, "synced in " + elapsed() + " (token, spec; " + copied + ")");
 
       stage = "starting";
-      return started_record(n, spec, s.exec(spec.remote.back(), "starting the agent"));
+      return started_record(n, spec, s.exec(programs.start_after_copy, "starting the agent"));
     } catch (const Error& e) {
       progress(n.name, "failed while " + stage + " after " + elapsed() + ": " + e.what());
       throw Error(e.code(), "node " + n.name + " failed while " + stage + ": " + e.what(), e.hint());
