@@ -545,7 +545,11 @@ class SshBackend : public Backend {
     try {
       p.start_ticks = std::stoll(g.at("ticks"));
     } catch (const std::exception&) {
-      throw Error(ExitCode::kFailure, n.target.label() + ": the agent (pid " + std::to_string(p.pid) + ") ended right away",
+      // It ended before the start command looked: the command printed its log's last line.
+      const auto last = g.find("last");
+      throw Error(ExitCode::kFailure,
+                  n.target.label() + ": the agent (pid " + std::to_string(p.pid) + ") ended right away" +
+                      (last != g.end() && !last->second.empty() ? ": " + last->second : std::string()),
                   "its log is " + spec.log);
     }
     return p;
