@@ -4,11 +4,12 @@
 
 #include <chrono>
 
-#include "trainer/core_algos.h"
 #include "common/log.h"
+#include "trainer/core_algos.h"
 #include "trainer/flops_counter.h"
 #include "trainer/hf_model.h"
 #include "trainer/minibatch_update.h"
+#include "trainer/ref_worker.h"
 #include "trainer/rollout_correction.h"
 
 namespace verl::trainer {
@@ -75,14 +76,7 @@ ResponseLogProbs ActorWorker::compute_log_prob(const RolloutBatch& batch, bool w
 }
 
 torch::Tensor ActorWorker::compute_base_log_prob(const RolloutBatch& batch) {
-  const auto& ref = config_.ref;
-  ForwardPlan plan;
-  plan.micro_batch = ref.log_prob_micro_batch_size_per_gpu;
-  if (ref.log_prob_use_dynamic_bsz) {
-    plan.max_token_len = ref.log_prob_max_token_len_per_gpu;
-    plan.budget_key = "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu";
-  }
-  plan.layout = layout();
+  const ForwardPlan plan = reference_log_prob_plan(config_);
   ComputeScope scope(*engine_);
   set_lora_enabled(*module_, false);
   struct Reenable {

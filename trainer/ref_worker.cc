@@ -4,6 +4,19 @@
 
 namespace verl::trainer {
 
+ForwardPlan reference_log_prob_plan(const JobConfig& config) {
+  const auto& ref = config.ref;
+  ForwardPlan plan;
+  plan.micro_batch = ref.log_prob_micro_batch_size_per_gpu;
+  if (ref.log_prob_use_dynamic_bsz) {
+    plan.max_token_len = ref.log_prob_max_token_len_per_gpu;
+    plan.budget_key = "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu";
+  }
+  // The reference is the actor's model: actor_rollout_ref.model decides its forward, as in verl.
+  plan.layout = config.model.use_remove_padding ? SequenceLayout::kRemovePadding : SequenceLayout::kPadded;
+  return plan;
+}
+
 RefWorker::RefWorker(const JobConfig& config, const CausalLm& policy, const torch::Device& device,
                      ParallelStrategy& strategy)
     : config_(config), device_(device), module_(make_reference(policy, device)) {
@@ -26,17 +39,8 @@ torch::Tensor RefWorker::compute_ref_log_prob(const RolloutBatch& batch) {
   on_ref.position_ids = batch.position_ids.to(device_);
   on_ref.responses = batch.responses.to(device_);
   const double t = config_.rollout.sampling.temperature;
-  const auto& ref = config_.ref;
-  ForwardPlan plan;
-  plan.micro_batch = ref.log_prob_micro_batch_size_per_gpu;
-  if (ref.log_prob_use_dynamic_bsz) {
-    plan.max_token_len = ref.log_prob_max_token_len_per_gpu;
-    plan.budget_key = "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu";
-  }
-  // The reference is the actor's model: actor_rollout_ref.model decides its forward, as in verl.
-  plan.layout = config_.model.use_remove_padding ? SequenceLayout::kRemovePadding : SequenceLayout::kPadded;
   ComputeScope scope(*engine_);
-  return compute_log_probs(module_, on_ref, plan, t > 0 ? t : 1.0).log_probs;
+  return compute_log_probs(module_, on_ref, reference_log_prob_plan(config_), t > 0 ? t : 1.0).log_probs;
 }
 
 }  // namespace verl::trainer

@@ -10,11 +10,17 @@
 #include "trainer/batch.h"
 #include "trainer/checkpoint.h"
 #include "trainer/job_config.h"
+#include "trainer/log_probs.h"
 #include "trainer/model.h"
 #include "trainer/module_engine.h"
 #include "trainer/parallel_strategy.h"
 
 namespace verl::trainer {
+
+// How the reference's log-probs are batched (actor_rollout_ref.ref.log_prob_* keys) and which
+// forward runs (actor_rollout_ref.model decides, as in verl): RefWorker's, and the actor's own
+// pass with its LoRA adapters off.
+ForwardPlan reference_log_prob_plan(const JobConfig& config);
 
 class RefWorker {
  public:
