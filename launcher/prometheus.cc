@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/job_config_view.h"
 #include "launcher/states.h"
 
 namespace verl::launcher {
@@ -157,10 +158,10 @@ std::string prometheus_text(const Json& cluster, const Json& nodes, const Json& 
     if (number(j, "world_size", &v)) job_world.add(base, v);
     if (number(j, "restarts", &v)) job_restarts.add(base, v);
     const Json m = j.value("latest_metrics", Json::object());
-    if (number(m, "critic/score/mean", &v)) job_score.add(base, v);
+    if (number(m, metric_names::kScore, &v)) job_score.add(base, v);
     if (number(m, "val/score/mean", &v)) job_val.add(base, v);
-    if (number(m, "perf/throughput", &v)) job_tput.add(base, v);
-    if (number(m, "timing_s/step", &v)) job_step_s.add(base, v);
+    if (number(m, metric_names::kThroughput, &v)) job_tput.add(base, v);
+    if (number(m, metric_names::kStepSeconds, &v)) job_step_s.add(base, v);
     if (m.is_object())
       for (const auto& [key, value] : m.items()) {
         if (!value.is_number() || key == "step" || key.rfind('_', 0) == 0) continue;
