@@ -675,11 +675,9 @@ StatusReport query_status(const std::string& name) {
   try {
     report.cluster = client.get("/api/cluster");
     report.nodes = client.get("/api/nodes").value("nodes", Json::array());
-  } catch (const Error& e) {
-    if (e.code() != ExitCode::kUnreachable) throw;
+  } catch (const HeadUnreachable& e) {
     throw Error(ExitCode::kUnreachable,
-                "the head of cluster '" + name + "' does not answer at " + address.url() + held + ": " +
-                    std::string(e.what()).substr(std::string(e.what()).rfind(": ") + 2),
+                "the head of cluster '" + name + "' does not answer at " + address.url() + held + ": " + e.cause(),
                 "is it up? 'verlctl up --name " + name + "' starts it, 'verlctl down --name " + name +
                     "' cleans up; the head's log is " + paths.head_log());
   }
