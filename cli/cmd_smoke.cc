@@ -44,15 +44,6 @@ using Clock = std::chrono::steady_clock;
 const std::vector<std::string> kDefaultJob = {"trainer.total_training_steps=12", "trainer.test_freq=6",
                                               "trainer.val_before_train=true", "trainer.save_freq=-1"};
 
-// The verl metric names every PPO (GAE) step must carry, and those of a validation.
-const std::vector<std::string> kStepMetrics = {
-    "critic/score/mean", "critic/score/max", "critic/score/min", "critic/rewards/mean", "critic/advantages/mean",
-    "critic/returns/mean", "critic/values/mean", "critic/vf_loss", "critic/vf_clipfrac", "critic/grad_norm",
-    "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "actor/grad_norm", "actor/lr",
-    "response_length/mean", "response_length/max", "prompt_length/mean", "perf/throughput", "perf/total_num_tokens",
-    "timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/values", "timing_s/adv",
-    "timing_s/update_critic", "timing_s/update_actor", "timing_s/step", "training/global_step", "training/epoch"};
-const std::vector<std::string> kValMetrics = {"val/score/mean", "timing_s/testing"};
 
 struct SmokeArgs {
   int local = 1;
@@ -198,14 +189,14 @@ std::string missing_metrics(const Json& rows, int64_t total_steps) {
     last = std::max(last, step);
     const bool val_row = r.contains(metric_names::kValScore);
     if (step >= 1) {
-      for (const auto& k : kStepMetrics)
+      for (const auto& k : metric_names::ppo_step())
         if (!r.contains(k) || !r[k].is_number()) {
           why << "step " << step << " lacks " << k;
           return why.str();
         }
     }
     if (val_row)
-      for (const auto& k : kValMetrics)
+      for (const auto& k : metric_names::validation())
         if (!r.contains(k) || !r[k].is_number()) {
           why << "the validation at step " << step << " lacks " << k;
           return why.str();
@@ -371,7 +362,7 @@ void register_smoke(CLI::App& app, Context& ctx) {
     smoke.check("metrics complete", true, [&] {
       const std::string why = missing_metrics(rows, job.value("total_steps", int64_t{0}));
       if (!why.empty()) throw CheckFailed{why};
-      return std::to_string(rows.size()) + " rows, each with the " + std::to_string(kStepMetrics.size()) +
+      return std::to_string(rows.size()) + " rows, each with the " + std::to_string(metric_names::ppo_step().size()) +
              " step metrics; " + std::to_string(val.size()) + " validations";
     });
 

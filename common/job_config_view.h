@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/config.h"
 
@@ -33,11 +34,19 @@ inline constexpr const char* kStepSeconds = "timing_s/step";   // seconds one st
 inline constexpr const char* kCommSeconds = "timing_s/comm";   // of which in collectives
 inline constexpr const char* kThroughput = "perf/throughput";  // tokens per second per rank
 inline constexpr const char* kMaxMemoryReservedGb = "perf/max_memory_reserved_gb";
+// Every name a PPO (GAE) step's row must carry, and those of a validation row (verlctl smoke
+// checks a job's rows against them).
+const std::vector<std::string>& ppo_step();
+const std::vector<std::string>& validation();
 }  // namespace metric_names
 
 // Sets trainer.resume_mode to auto: the next attempt of a restarted job resumes from its latest
 // checkpoint.
 void set_resume_from_latest_checkpoint(config::Json& config);
+
+// The config without the keys that name one run rather than shape it (nnodes, experiment name,
+// where it writes, resume mode): two jobs of the same shape on other node counts compare equal.
+config::Json without_run_names(config::Json config);
 
 class JobConfigView {
  public:

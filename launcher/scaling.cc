@@ -57,13 +57,6 @@ bool mentions_oom(const Json& failure) {
   return text.find("out of memory") != std::string::npos || text.find("outofmemoryerror") != std::string::npos;
 }
 
-Json without_run_names(Json c) {
-  if (!c.is_object() || !c.contains("trainer") || !c["trainer"].is_object()) return c;
-  for (const char* k : {"nnodes", "experiment_name", "default_local_dir", "metrics_file", "resume_mode"})
-    c["trainer"].erase(k);
-  return c;
-}
-
 }  // namespace
 
 bool same_job_shape(const Json& a, const Json& b) { return without_run_names(a) == without_run_names(b); }

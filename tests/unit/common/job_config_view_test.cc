@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace verl {
@@ -72,6 +74,23 @@ TEST(JobConfigView, RestartResumesFromTheLatestCheckpoint) {
   const Json* mode = config::find(config, job_keys::kResumeMode);
   ASSERT_NE(mode, nullptr);
   EXPECT_EQ(*mode, "auto");
+}
+
+TEST(JobConfigView, WithoutRunNamesKeepsTheShapeOnly) {
+  const Json a = job({"trainer.nnodes=1", "trainer.experiment_name=a", "trainer.default_local_dir=/a"});
+  const Json b = job({"trainer.nnodes=2", "trainer.experiment_name=b", "trainer.default_local_dir=/b"});
+  EXPECT_NE(a, b);
+  EXPECT_EQ(without_run_names(a), without_run_names(b));
+  const Json other_steps = job({"trainer.total_training_steps=7"});
+  EXPECT_NE(without_run_names(a), without_run_names(other_steps));
+}
+
+TEST(MetricNames, StepAndValidationListsHoldTheNamesTheLauncherReads) {
+  const auto& step = metric_names::ppo_step();
+  for (const char* name : {metric_names::kScore, metric_names::kStepSeconds, metric_names::kThroughput})
+    EXPECT_NE(std::find(step.begin(), step.end(), name), step.end()) << name;
+  const auto& val = metric_names::validation();
+  EXPECT_NE(std::find(val.begin(), val.end(), metric_names::kValScore), val.end());
 }
 
 }  // namespace
