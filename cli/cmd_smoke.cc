@@ -352,7 +352,7 @@ void register_smoke(CLI::App& app, Context& ctx) {
       if (val.size() < 2) throw CheckFailed{"fewer than 2 validations: set trainer.test_freq below total_training_steps"};
       const double first = val.front()["score"].get<double>(), last = val.back()["score"].get<double>();
       std::ostringstream d;
-      d << "val/score/mean " << first << " (step " << val.front()["step"] << ") -> " << last << " (step "
+      d << metric_names::kValScore << " " << first << " (step " << val.front()["step"] << ") -> " << last << " (step "
         << val.back()["step"] << ")";
       if (!(last - first >= a->min_score_gain))
         throw CheckFailed{d.str() + ": rose by less than " + std::to_string(a->min_score_gain) + " (--min-score-gain)"};
