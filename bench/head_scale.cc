@@ -54,6 +54,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/ports.h"
+
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -120,18 +122,6 @@ std::string loadavg() {
   std::string a, b, c;
   f >> a >> b >> c;
   return a + " " + b + " " + c;
-}
-
-int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("cannot bind a port");
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
 }
 
 // ---- the simulated agents ----------------------------------------------------------------
@@ -601,7 +591,7 @@ int main(int argc, char** argv) {
   // The head's state directory, as `verlctl up --local N` would write it.
   char tmpl[] = "/tmp/head_scale.XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
-  const int port = free_port();
+  const int port = verl::free_tcp_port();
   const std::string token = "headscale-" + std::to_string(::getpid());
   {
     Json nodes = Json::array();
@@ -613,7 +603,7 @@ int main(int argc, char** argv) {
                          {"dashboard_port", port},
                          {"heartbeat_interval_s", o.interval_s},
                          {"heartbeat_timeout_s", o.timeout_s},
-                         {"store_port", free_port()}}},
+                         {"store_port", verl::free_tcp_port()}}},
                        {"nodes", nodes}};
     std::ofstream(dir + "/cluster.json") << spec.dump(2);
     std::ofstream(dir + "/token") << token << "\n";

@@ -6,6 +6,7 @@
 #include "cli/head_target.h"
 #include "cli/job_view.h"
 #include "cli/output.h"
+#include "common/strings.h"
 #include "launcher/wire.h"
 
 namespace verl::cli {
@@ -41,7 +42,7 @@ void register_jobs(CLI::App& app, Context& ctx) {
         if (progress.size() > 48) progress = progress.substr(0, 45) + "...";
       }
       std::string took = "-";
-      if (j.started_ms && j.ended_ms) took = format_duration_s((*j.ended_ms - *j.started_ms) / 1000.0);
+      if (j.started_ms && j.ended_ms) took = format_duration((*j.ended_ms - *j.started_ms) / 1000.0);
       rows.push_back({j.id, to_string(j.kind), to_string(j.state), progress,
                       std::to_string(j.nnodes) + "x" + std::to_string(j.n_gpus_per_node), std::to_string(j.restarts),
                       submitted, took});

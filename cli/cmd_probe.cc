@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/job_config_view.h"
 #include "common/log.h"
 #include "launcher/cluster_state.h"
 #include "launcher/node_facts.h"
@@ -129,8 +130,8 @@ std::optional<launcher::ClusterState> running_head(const Json& spec) {
 
 std::string default_checkpoint_dir() {
   const Json job = config::default_job();
-  const Json* dir = config::find(job, "trainer.default_local_dir");
-  return dir && dir->is_string() ? dir->get<std::string>() : ".";
+  const std::string dir = JobConfigView(job).default_local_dir();
+  return dir.empty() ? "." : dir;
 }
 
 }  // namespace

@@ -6,8 +6,6 @@
 // Exit 0 only when every check held; otherwise the first failing check is named (exit 5, or
 // 130 when interrupted). --junit FILE writes a JUnit XML report: one testcase per check, with
 // its time and, for a failure, the message.
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,7 +22,10 @@
 #include "cli/output.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/job_config_view.h"
+#include "common/ports.h"
 #include "common/process.h"
+#include "common/strings.h"
 #include "launcher/cluster.h"
 #include "launcher/cluster_state.h"
 #include "launcher/head_client.h"
@@ -43,15 +44,6 @@ using Clock = std::chrono::steady_clock;
 const std::vector<std::string> kDefaultJob = {"trainer.total_training_steps=12", "trainer.test_freq=6",
                                               "trainer.val_before_train=true", "trainer.save_freq=-1"};
 
-// The verl metric names every PPO (GAE) step must carry, and those of a validation.
-const std::vector<std::string> kStepMetrics = {
-    "critic/score/mean", "critic/score/max", "critic/score/min", "critic/rewards/mean", "critic/advantages/mean",
-    "critic/returns/mean", "critic/values/mean", "critic/vf_loss", "critic/vf_clipfrac", "critic/grad_norm",
-    "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "actor/grad_norm", "actor/lr",
-    "response_length/mean", "response_length/max", "prompt_length/mean", "perf/throughput", "perf/total_num_tokens",
-    "timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/values", "timing_s/adv",
-    "timing_s/update_critic", "timing_s/update_actor", "timing_s/step", "training/global_step", "training/epoch"};
-const std::vector<std::string> kValMetrics = {"val/score/mean", "timing_s/testing"};
 
 struct SmokeArgs {
   int local = 1;
@@ -69,21 +61,6 @@ struct CheckResult {
   std::string message;  // failure or skip reason
   std::string detail;   // what it saw (system-out)
 };
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) ::close(fd);
-  if (port == 0) throw Error(ExitCode::kFailure, "smoke: no free loopback port", "is the machine out of ports?");
-  return port;
-}
 
 std::string xml_escape(const std::string& s) {
   std::string o;
@@ -103,6 +80,7 @@ std::string xml_escape(const std::string& s) {
   return o;
 }
 
+// JUnit's time attribute: seconds without a unit.
 std::string seconds_str(double s) {
   std::ostringstream o;
   o.setf(std::ios::fixed);
@@ -182,7 +160,7 @@ class Smoke {
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     err_ << "smoke: " << name << ": "
          << (r.outcome == CheckResult::Outcome::kPassed ? "ok" : "FAILED: " + r.message) << " ("
-         << seconds_str(r.seconds) << " s)\n";
+         << format_seconds(r.seconds, 3) << ")\n";
     if (r.outcome == CheckResult::Outcome::kFailed && first_failure_.empty()) first_failure_ = name;
     results_.push_back(r);
   }
@@ -209,16 +187,16 @@ std::string missing_metrics(const Json& rows, int64_t total_steps) {
   for (const auto& r : rows) {
     const int64_t step = r.value("step", int64_t{-1});
     last = std::max(last, step);
-    const bool val_row = r.contains("val/score/mean");
+    const bool val_row = r.contains(metric_names::kValScore);
     if (step >= 1) {
-      for (const auto& k : kStepMetrics)
+      for (const auto& k : metric_names::ppo_step())
         if (!r.contains(k) || !r[k].is_number()) {
           why << "step " << step << " lacks " << k;
           return why.str();
         }
     }
     if (val_row)
-      for (const auto& k : kValMetrics)
+      for (const auto& k : metric_names::validation())
         if (!r.contains(k) || !r[k].is_number()) {
           why << "the validation at step " << step << " lacks " << k;
           return why.str();
@@ -275,8 +253,8 @@ void register_smoke(CLI::App& app, Context& ctx) {
       o.local_nodes = a->local;
       o.name = name;
       o.exe = exe;
-      o.overrides = {"head.dashboard_port=" + std::to_string(free_port()),
-                     "head.store_port=" + std::to_string(free_port())};
+      o.overrides = {"head.dashboard_port=" + std::to_string(free_tcp_port()),
+                     "head.store_port=" + std::to_string(free_tcp_port())};
       const auto r = launcher::bring_up(o, err, &stop);
       if (r.outcome == launcher::UpOutcome::kAlreadyUp)
         throw CheckFailed{"a cluster named '" + name + "' is up already; smoke needs its own (--name)"};
@@ -360,13 +338,13 @@ void register_smoke(CLI::App& app, Context& ctx) {
         if (summary.state == launcher::JobState::kSucceeded) break;
         if (launcher::is_terminal(summary.state)) throw CheckFailed{job_id + " " + state + ": " + format_failure(job)};
         if (Clock::now() > deadline)
-          throw CheckFailed{job_id + " still " + state + " after " + seconds_str(a->timeout_s) + " s (--timeout)"};
+          throw CheckFailed{job_id + " still " + state + " after " + format_seconds(a->timeout_s, 3) + " (--timeout)"};
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
       }
       rows = client->get("/api/jobs/" + job_id + "/metrics").value("rows", Json::array());
       for (const auto& r : rows)
-        if (r.contains("val/score/mean") && r["val/score/mean"].is_number())
-          val.push_back({{"step", r["step"]}, {"score", r["val/score/mean"]}});
+        if (r.contains(metric_names::kValScore) && r[metric_names::kValScore].is_number())
+          val.push_back({{"step", r["step"]}, {"score", r[metric_names::kValScore]}});
       return progress_line(job);
     });
 
@@ -374,7 +352,7 @@ void register_smoke(CLI::App& app, Context& ctx) {
       if (val.size() < 2) throw CheckFailed{"fewer than 2 validations: set trainer.test_freq below total_training_steps"};
       const double first = val.front()["score"].get<double>(), last = val.back()["score"].get<double>();
       std::ostringstream d;
-      d << "val/score/mean " << first << " (step " << val.front()["step"] << ") -> " << last << " (step "
+      d << metric_names::kValScore << " " << first << " (step " << val.front()["step"] << ") -> " << last << " (step "
         << val.back()["step"] << ")";
       if (!(last - first >= a->min_score_gain))
         throw CheckFailed{d.str() + ": rose by less than " + std::to_string(a->min_score_gain) + " (--min-score-gain)"};
@@ -384,7 +362,7 @@ void register_smoke(CLI::App& app, Context& ctx) {
     smoke.check("metrics complete", true, [&] {
       const std::string why = missing_metrics(rows, job.value("total_steps", int64_t{0}));
       if (!why.empty()) throw CheckFailed{why};
-      return std::to_string(rows.size()) + " rows, each with the " + std::to_string(kStepMetrics.size()) +
+      return std::to_string(rows.size()) + " rows, each with the " + std::to_string(metric_names::ppo_step().size()) +
              " step metrics; " + std::to_string(val.size()) + " validations";
     });
 
@@ -413,7 +391,7 @@ void register_smoke(CLI::App& app, Context& ctx) {
         *ctx.out << (c.outcome == CheckResult::Outcome::kPassed   ? "ok      "
                      : c.outcome == CheckResult::Outcome::kFailed ? "FAILED  "
                                                                   : "skipped ")
-                 << c.name << " (" << seconds_str(c.seconds) << " s)"
+                 << c.name << " (" << format_seconds(c.seconds, 3) << ")"
                  << (c.message.empty() ? "" : ": " + c.message) << "\n";
     }
     if (smoke.interrupted() || stop)

@@ -13,6 +13,7 @@
 #include "cli/job_view.h"
 #include "cli/output.h"
 #include "common/error.h"
+#include "common/strings.h"
 #include "launcher/cluster.h"
 #include "launcher/resources.h"
 #include "launcher/wire.h"
@@ -22,12 +23,6 @@ namespace verl::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", s);
-  return buf;
-}
 
 // The latest probe job the head keeps, as {job, state, ended_ms, rows}; null when it has none.
 Json latest_probes(const HeadTarget& target) {
@@ -92,7 +87,7 @@ void register_status(CLI::App& app, Context& ctx) {
     const auto expected = c.value("expected_nodes", std::vector<std::string>{});
     *ctx.out << "cluster " << c.value("name", *name) << " (backend " << c.value("backend", "?") << "): "
              << c.value("state", "?") << "; head http://" << r.state.head_host << ":" << r.state.head_port << " (pid "
-             << c.at("head").value("pid", 0) << ", up " << seconds(c.at("head").value("uptime_s", 0.0)) << "); "
+             << c.at("head").value("pid", 0) << ", up " << format_seconds(c.at("head").value("uptime_s", 0.0), 1) << "); "
              << counts.value("alive", 0) << "/" << expected.size() << " nodes alive\n";
     if (r.allocation.contains("summary")) *ctx.out << "allocation: " << r.allocation.value("summary", "") << "\n";
     std::vector<std::vector<std::string>> rows;
@@ -119,7 +114,7 @@ void register_status(CLI::App& app, Context& ctx) {
         note = "*declared/detected" + (note.empty() ? "" : "; " + note);
       }
       rows.push_back({n.name, state, n.host, std::to_string(n.pid), cpus, launcher::format_bytes(res.memory_bytes), gpus,
-                      std::to_string(res.ib_ports.size()), seconds(n.heartbeat_age_s) + " ago", note});
+                      std::to_string(res.ib_ports.size()), format_seconds(n.heartbeat_age_s, 1) + " ago", note});
       seen.push_back(n.name);
     }
     for (const auto& e : expected)

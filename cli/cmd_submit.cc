@@ -23,6 +23,7 @@
 #include "common/hydra.h"
 #include "common/files.h"
 #include "common/process.h"
+#include "common/strings.h"
 #include "launcher/command_job.h"
 #include "launcher/signals.h"
 #include "launcher/wire.h"
@@ -211,7 +212,7 @@ void register_submit(CLI::App& app, Context& ctx) {
     // The state line without the running score (the batch score is named below, with val/score).
     Json ended = job;
     ended.erase("latest_metrics");
-    *ctx.err << id << " " << state << (took > 0 ? " after " + format_duration_s(took) : std::string()) << ":"
+    *ctx.err << id << " " << state << (took > 0 ? " after " + format_duration(took) : std::string()) << ":"
              << progress_line(ended).substr(id.size() + 1 + state.size()) << "\n"
              << closing_summary(job, rows);
     if (summary.state == launcher::JobState::kSucceeded) return;

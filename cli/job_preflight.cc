@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/job_config_view.h"
 #include "common/model_dir.h"
 #include "data/rows.h"
 #include "launcher/resources.h"
@@ -151,7 +152,7 @@ PreflightCheck check_model(const std::string& key, const std::string& path, int6
 }
 
 PreflightCheck check_checkpoint_dir(const std::string& path, int64_t need_bytes, const std::string& need_why) {
-  PreflightCheck c{"checkpoint", "trainer.default_local_dir", path, true, "", ""};
+  PreflightCheck c{"checkpoint", job_keys::kDefaultLocalDir, path, true, "", ""};
   std::error_code ec;
   fs::path p = fs::absolute(files::expand_home(path), ec).lexically_normal();
   fs::path existing = p;
@@ -251,8 +252,8 @@ PreflightReport run_job_preflight(const Json& config) {
   // training dtype, each with AdamW's two moments.
   int64_t need = 0;
   std::string why;
-  const Json* save_freq = at(config, "trainer.save_freq");
-  if (save_freq && save_freq->is_number_integer() && save_freq->get<int64_t>() > 0 && !models.empty()) {
+  const JobConfigView view(config);
+  if (view.save_freq() > 0 && !models.empty()) {
     const int train_bytes = dtype_bytes(str(config, "actor_rollout_ref.model.dtype"));
     const int copies = critic ? 2 : 1;
     const double params = static_cast<double>(weights[0]) / stored[0];
@@ -260,7 +261,7 @@ PreflightReport run_job_preflight(const Json& config) {
     why = launcher::format_bytes(weights[0]) + " of weights x " + std::to_string(static_cast<int>(kCheckpointFactor)) +
           " (weights + AdamW moments)" + (critic ? " for the actor and the critic" : "");
   }
-  const std::string ckpt = str(config, "trainer.default_local_dir");
+  const std::string ckpt = view.default_local_dir();
   if (!ckpt.empty()) r.checks.push_back(check_checkpoint_dir(ckpt, need, why));
   for (auto& f : data_futures) r.checks.push_back(f.get());
   return r;

@@ -6,6 +6,8 @@
 
 #include "cli/output.h"
 #include "common/error.h"
+#include "common/job_config_view.h"
+#include "common/strings.h"
 #include "launcher/wire.h"
 
 namespace verl::cli {
@@ -40,14 +42,6 @@ std::string sparkline(const Json& values) {
   return out;
 }
 
-std::string format_duration_s(double s) {
-  char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.0f s", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
-  return buf;
-}
-
 std::string format_failure(const Json& job) {
   if (!job.contains("failure") || !job["failure"].is_object()) return {};
   const Json& f = job["failure"];
@@ -69,8 +63,8 @@ std::string progress_line(const Json& job) {
   const int64_t step = job.value("step", int64_t{0}), total = job.value("total_steps", int64_t{0});
   if (step > 0 || total > 0) out += " step " + std::to_string(step) + (total > 0 ? "/" + std::to_string(total) : "");
   const Json m = job.value("latest_metrics", Json::object());
-  if (m.contains("critic/score/mean")) out += " score " + number(m["critic/score/mean"]);
-  if (job.contains("eta_s")) out += " ETA " + format_duration_s(job["eta_s"].get<double>());
+  if (m.contains(metric_names::kScore)) out += " score " + number(m[metric_names::kScore]);
+  if (job.contains("eta_s")) out += " ETA " + format_duration(job["eta_s"].get<double>());
   if (job.contains("pending_reason")) out += " (" + job["pending_reason"].get<std::string>() + ")";
   return out;
 }
@@ -90,9 +84,9 @@ std::string closing_summary(const Json& job, const Json& rows) {
     auto at = [&](const Json* r) { return number((*r)[key]) + " (step " + std::to_string(r->value("step", int64_t{0})) + ")"; };
     return first_too && first != last ? at(first) + " -> " + at(last) : at(last);
   };
-  const std::string val = trend("val/score/mean", true), batch = trend("critic/score/mean", false);
+  const std::string val = trend(metric_names::kValScore, true), batch = trend(metric_names::kScore, false);
   if (!val.empty()) out += "  val/score:     " + val + "\n";
-  if (!batch.empty()) out += "  last batch:    critic/score/mean " + batch + " (training rollouts)\n";
+  if (!batch.empty()) out += "  last batch:    " + std::string(metric_names::kScore) + " " + batch + " (training rollouts)\n";
 
   const Json placement = job.value("placement", Json::array());
   if (placement.empty() || !placement[0].contains("dir")) return out;
@@ -101,14 +95,14 @@ std::string closing_summary(const Json& job, const Json& rows) {
          "  logs:          verlctl logs " + job.value("id", std::string()) + " (files in " + dir + "/logs)\n";
   if (launcher::wire::parse<launcher::wire::JobSummary>(job).kind != launcher::JobKind::kTrain || !job.contains("config"))
     return out;
-  const Json& trainer = job["config"].value("trainer", Json::object());
-  std::string ckpt = trainer.value("default_local_dir", std::string());
+  const JobConfigView config(job.at("config"));
+  std::string ckpt = config.default_local_dir();
   if (ckpt.empty()) return out;
   if (ckpt[0] != '/') ckpt = dir + "/" + ckpt;
   // The trainer saves every save_freq steps and at the last one; <= 0 saves none (its log says so).
-  const int64_t freq = trainer.contains("save_freq") && trainer["save_freq"].is_number_integer() ? trainer["save_freq"].get<int64_t>() : 0;
+  const int64_t freq = config.save_freq();
   if (freq > 0) out += "  checkpoints:   " + ckpt + "\n";
-  else out += "  checkpoints:   none saved (trainer.save_freq=" + std::to_string(freq) + ")\n";
+  else out += "  checkpoints:   none saved (" + std::string(job_keys::kSaveFreq) + "=" + std::to_string(freq) + ")\n";
   return out;
 }
 
@@ -125,13 +119,13 @@ void print_job(std::ostream& out, const Json& j) {
   } else {
     out << "  step:     " << step;
     if (total > 0) out << "/" << total << " (" << (100 * step / total) << "%)";
-    if (j.contains("eta_s")) out << ", ETA " << format_duration_s(j["eta_s"].get<double>());
+    if (j.contains("eta_s")) out << ", ETA " << format_duration(j["eta_s"].get<double>());
     out << "\n";
   }
   if (j.contains("started_ms")) {
     const int64_t end = j.contains("ended_ms") ? j["ended_ms"].get<int64_t>() : 0;
     out << "  started:  " << clock_time(j["started_ms"].get<int64_t>());
-    if (end) out << ", ended " << clock_time(end) << " (" << format_duration_s((end - j["started_ms"].get<int64_t>()) / 1000.0) << ")";
+    if (end) out << ", ended " << clock_time(end) << " (" << format_duration((end - j["started_ms"].get<int64_t>()) / 1000.0) << ")";
     out << "\n";
   }
   for (const auto& p : j.value("placement", Json::array())) {

@@ -17,7 +17,6 @@ namespace verl::cli {
 std::string log_prefix(const launcher::wire::LogLineView& line);
 // ▁▂▃▅▇ over the values (empty for none).
 std::string sparkline(const nlohmann::ordered_json& values);
-std::string format_duration_s(double seconds);  // 45 s, 3m05s, 1h02m
 // The failure of a job as lines: reason, then its last log lines indented.
 std::string format_failure(const nlohmann::ordered_json& job);
 // The job in a few lines (status JOB).

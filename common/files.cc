@@ -62,6 +62,13 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
 void make_dirs(const std::string& dir, mode_t mode) {
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -17,6 +17,10 @@ void write_atomic(const std::string& path, const std::string& data, mode_t mode 
 // Reads a whole file. Throws verl::Error naming the path when it cannot be read.
 std::string read_file(const std::string& path);
 
+// The first line of a small file (sysfs, /proc) without its newline; "" when the file is missing
+// or unreadable, because such files are optional facts (a driver version), not errors.
+std::string read_first_line(const std::string& path);
+
 // Creates dir and its parents; the last component gets mode (chmod'ed even if it existed).
 void make_dirs(const std::string& dir, mode_t mode = 0755);
 

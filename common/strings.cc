@@ -1,6 +1,7 @@
 #include "common/strings.h"
 
 #include <cctype>
+#include <cstdio>
 
 namespace verl {
 
@@ -38,6 +39,32 @@ size_t invalid_utf8_at(std::string_view s) {
     i += n;
   }
   return std::string_view::npos;
+}
+
+std::string first_line(std::string_view s) { return std::string(s.substr(0, s.find('\n'))); }
+
+std::string format_seconds(double seconds, int decimals) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f s", decimals, seconds);
+  return buf;
+}
+
+std::string format_seconds_shortest(double seconds) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%g s", seconds);
+  return buf;
+}
+
+std::string format_seconds_shortest(std::chrono::milliseconds d) {
+  return format_seconds_shortest(static_cast<double>(d.count()) / 1000);
+}
+
+std::string format_duration(double s) {
+  char buf[48];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0f s", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
+  return buf;
 }
 
 }  // namespace verl

@@ -369,6 +369,8 @@ class Runner {
         try {
           found = files::read_file(t.dir + "/" + kOwnerFile);
         } catch (const Error&) {
+          // no owner file (an older verlctl's job, or one being made): found stays empty, and an
+          // empty owner is handled below (removed when empty, else moved aside with a warning)
         }
         while (!found.empty() && found.back() == '\n') found.pop_back();
         if (found == owner) return;

@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/strings.h"
 #include "launcher/container.h"
 #include "launcher/head.h"
 #include "launcher/head_client.h"
@@ -47,12 +48,6 @@ class Progress {
   std::ostream& out_;
   Clock::time_point start_;
 };
-
-std::string fmt_seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", s);
-  return buf;
-}
 
 // The last lines of a daemon's log, to show why it ended.
 std::vector<std::string> log_tail(const std::string& path, size_t lines) {
@@ -105,7 +100,7 @@ std::optional<std::string> try_read_token(const StatePaths& paths) {
   try {
     return read_token(paths.token());
   } catch (const Error&) {
-    return std::nullopt;
+    return std::nullopt;  // the callers say "no token in <path>" themselves
   }
 }
 
@@ -417,7 +412,7 @@ class BringUp {
       check_alive(head, "starting (before it answered at " + address_.url() + ")");
       if (Clock::now() >= deadline_)
         throw Error(ExitCode::kTimedOut,
-                    "timed out after " + fmt_seconds(progress_.elapsed()) + ": the head (" + backend_->describe(head) +
+                    "timed out after " + format_seconds(progress_.elapsed(), 1) + ": the head (" + backend_->describe(head) +
                         (waiting.empty() ? "" : ", " + waiting) + ") did not answer at " +
                         (host.empty() ? std::string("an address it has not been given yet") : address_.url()) +
                         " (last: " + error + ")",
@@ -478,7 +473,7 @@ class BringUp {
         for (const auto& a : agents)
           if (!registered.count(a.node)) missing += (missing.empty() ? "" : ", ") + a.node + " (" + backend_->describe(a) + ")";
         throw Error(ExitCode::kTimedOut,
-                    "timed out after " + fmt_seconds(progress_.elapsed()) + " waiting for " + missing +
+                    "timed out after " + format_seconds(progress_.elapsed(), 1) + " waiting for " + missing +
                         " to register with the head at " + address_.url(),
                     "the agents run but have not registered; their logs are under " + paths_.logs());
       }
@@ -634,7 +629,7 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
       std::this_thread::sleep_for(kPoll);
     }
     if (gone.size() < procs.size() && graceful.count() > 0)
-      progress("cluster " + name, "not everything stopped within " + fmt_seconds(graceful.count() / 1000.0) +
+      progress("cluster " + name, "not everything stopped within " + format_seconds(graceful.count() / 1000.0, 1) +
                                       "; signalling the rest");
     result.signalled = stop_leftovers(*backend, procs, dir, progress);
     result.stopped += result.signalled;
@@ -680,11 +675,9 @@ StatusReport query_status(const std::string& name) {
   try {
     report.cluster = client.get("/api/cluster");
     report.nodes = client.get("/api/nodes").value("nodes", Json::array());
-  } catch (const Error& e) {
-    if (e.code() != ExitCode::kUnreachable) throw;
+  } catch (const HeadUnreachable& e) {
     throw Error(ExitCode::kUnreachable,
-                "the head of cluster '" + name + "' does not answer at " + address.url() + held + ": " +
-                    std::string(e.what()).substr(std::string(e.what()).rfind(": ") + 2),
+                "the head of cluster '" + name + "' does not answer at " + address.url() + held + ": " + e.cause(),
                 "is it up? 'verlctl up --name " + name + "' starts it, 'verlctl down --name " + name +
                     "' cleans up; the head's log is " + paths.head_log());
   }

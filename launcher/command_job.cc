@@ -3,6 +3,7 @@
 #include <cctype>
 #include <stdexcept>
 
+#include "common/job_config_view.h"
 #include "common/process.h"
 
 namespace verl::launcher {
@@ -42,7 +43,7 @@ void from_json(const Json& j, CommandSpec& c) {
 }
 
 const std::vector<std::string>& command_job_keys_list() {
-  static const std::vector<std::string> keys = {"trainer.nnodes", "trainer.n_gpus_per_node", "trainer.max_restarts"};
+  static const std::vector<std::string> keys = {job_keys::kNnodes, job_keys::kNGpusPerNode, job_keys::kMaxRestarts};
   return keys;
 }
 

@@ -85,9 +85,7 @@ nlohmann::ordered_json HeadClient::checked(const std::string& method, const std:
                                            const nlohmann::ordered_json* body) {
   std::string error;
   auto r = try_request(method, path, body, &error);
-  if (!r)
-    throw Error(ExitCode::kUnreachable, "cannot reach the head at " + address_.url() + ": " + error,
-                "is the cluster up? 'verlctl status' shows it, 'verlctl up' starts it");
+  if (!r) throw HeadUnreachable(address_, error);
   if (r->status >= 200 && r->status < 300) return r->body;
   std::string message = r->body.is_object() && r->body.contains("error") ? r->body["error"].get<std::string>()
                                                                            : "HTTP " + std::to_string(r->status);

@@ -8,6 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+
+#include "common/error.h"
 
 namespace verl::launcher {
 
@@ -23,6 +26,21 @@ struct HeadAddress {
 struct HeadResponse {
   int status = 0;
   nlohmann::ordered_json body;  // null when the body is not JSON
+};
+
+// The head could not be reached at all (exit 4). cause() is the transport's reason alone
+// ("connection refused or host unreachable"), for callers that word their own message around it
+// instead of taking what() apart.
+class HeadUnreachable : public Error {
+ public:
+  HeadUnreachable(const HeadAddress& address, std::string cause)
+      : Error(ExitCode::kUnreachable, "cannot reach the head at " + address.url() + ": " + cause,
+              "is the cluster up? 'verlctl status' shows it, 'verlctl up' starts it"),
+        cause_(std::move(cause)) {}
+  const std::string& cause() const { return cause_; }
+
+ private:
+  std::string cause_;
 };
 
 class HeadClient {
@@ -44,8 +62,8 @@ class HeadClient {
   // the reason in *error (connection refused, timed out, ...).
   std::optional<HeadResponse> try_request(const std::string& method, const std::string& path,
                                           const nlohmann::ordered_json* body, std::string* error);
-  // A 2xx answer's body. Throws verl::Error: unreachable (4) naming the address when the head
-  // cannot be reached; failure (1) with the head's message for any other status (401: the token).
+  // A 2xx answer's body. Throws HeadUnreachable (a verl::Error, 4) naming the address when the
+  // head cannot be reached; failure (1) with the head's message for any other status (401: the token).
   nlohmann::ordered_json get(const std::string& path);
   nlohmann::ordered_json post(const std::string& path, const nlohmann::ordered_json& body);
 

@@ -6,7 +6,9 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/job_config_view.h"
 #include "common/log.h"
+#include "common/strings.h"
 #include "launcher/container.h"
 #include "launcher/wire.h"
 #include "launcher/rank_env.h"
@@ -22,24 +24,11 @@ constexpr int kTrendPoints = 40;
 
 std::string job_dir(const JobRecord& j) { return "jobs/" + j.name(); }
 
-int max_restarts(const JobRecord& j) {
-  const Json* v = config::find(j.config, "trainer.max_restarts");
-  return v && v->is_number_integer() ? v->get<int>() : 0;
-}
-
 Json issues_json(const std::vector<config::Issue>& issues) {
   Json arr = Json::array();
   for (const auto& i : issues)
     arr.push_back({{"path", i.path}, {"message", i.message}, {"hint", i.hint}, {"location", i.where.str()}});
   return arr;
-}
-
-// Where rank 0 writes its metrics, as the trainer decides it (trainer.metrics_file, else
-// <trainer.default_local_dir>/metrics.jsonl): relative to the job's directory or absolute.
-std::string metrics_path(const Json& config) {
-  const Json* file = config::find(config, "trainer.metrics_file");
-  if (file && file->is_string() && !file->get<std::string>().empty()) return file->get<std::string>();
-  return config::find(config, "trainer.default_local_dir")->get<std::string>() + "/metrics.jsonl";
 }
 
 // What to try after a body that wire::Submit refused: a command job's fields are their own part
@@ -137,13 +126,13 @@ std::optional<JobRecord> JobController::submit(const wire::Submit& body, int64_t
       return std::nullopt;
     }
     // The head's metrics are the rows rank 0 writes to its metrics file, which the trainer writes
-    // whatever trainer.logger says; where it goes stays the job's own choice (metrics_path()).
+    // whatever trainer.logger says; where it goes stays the job's own choice (JobConfigView::metrics_path()).
     job.config = doc.value;
-    job.nnodes = config::find(job.config, "trainer.nnodes")->get<int>();
-    job.n_gpus_per_node = config::find(job.config, "trainer.n_gpus_per_node")->get<int>();
+    const JobConfigView view(job.config);
+    job.nnodes = view.nnodes();
+    job.n_gpus_per_node = view.n_gpus_per_node();
     job.world_size = job.nnodes * job.n_gpus_per_node;
-    const Json* steps = config::find(job.config, "trainer.total_training_steps");
-    job.total_steps = steps && steps->is_number_integer() ? steps->get<int64_t>() : 0;
+    job.total_steps = view.total_training_steps();
     job.preflight = body.preflight;
     job.nccl_debug = body.nccl_debug;
     if (kind == JobKind::kCommand) {
@@ -191,9 +180,7 @@ std::optional<JobRecord> JobController::stop(int64_t id, double grace_s, int64_t
     settle(*job, now_ms);
   } else {
     store_.update(*job, now_ms);
-    char detail[96];
-    std::snprintf(detail, sizeof detail, "stop requested: SIGTERM, SIGKILL after %.1f s", grace_s);
-    store_.add_event(id, "STOPPING", now_ms, detail);
+    store_.add_event(id, "STOPPING", now_ms, "stop requested: SIGTERM, SIGKILL after " + format_seconds(grace_s, 1));
   }
   log::Info() << job->name() << ": stop requested";
   return store_.job(id);
@@ -251,7 +238,7 @@ wire::TaskOrder JobController::start_order(const JobRecord& job, const Placement
                   "--world-size", std::to_string(job.world_size), "--local-rank", std::to_string(p.local_rank),
                   "--master-addr", addr, "--master-port", std::to_string(port)};
     order.files = {{"job.yaml", job_yaml(job)}};
-    order.metrics_file = p.rank == 0 ? metrics_path(job.config) : "";
+    order.metrics_file = p.rank == 0 ? JobConfigView(job.config).metrics_path() : "";
   } else {
     // One rank per node, driving all its GPUs (nccl_inter's rendezvous, probes/nccl_probe.h):
     // the rendezvous a training job gets, so the probe meets where a job will. VERLCTL_NODE is
@@ -558,13 +545,14 @@ void JobController::fail_attempt(JobRecord job, const Placement& p, const std::s
   failure["attempt"] = p.attempt;
   // A restart's cause is its RESTARTING event; `failure` is the reason a job ended FAILED, so a
   // job that succeeds after a restart carries none.
-  if (job.kind != JobKind::kProbe && job.restarts < max_restarts(job)) {
+  const int max_restarts = JobConfigView(job.config).max_restarts();
+  if (job.kind != JobKind::kProbe && job.restarts < max_restarts) {
     ++job.restarts;
     ++job.attempt;
-    if (job.kind == JobKind::kTrain) job.config["trainer"]["resume_mode"] = "auto";  // the next attempt resumes from the latest checkpoint
+    if (job.kind == JobKind::kTrain) set_resume_from_latest_checkpoint(job.config);
     store_.update(job, now_ms);
     store_.add_event(job.id, "RESTARTING", now_ms,
-                     "attempt " + std::to_string(job.attempt + 1) + " of " + std::to_string(max_restarts(job) + 1) +
+                     "attempt " + std::to_string(job.attempt + 1) + " of " + std::to_string(max_restarts + 1) +
                          " after: " + reason);
     log::Warn() << job.name() << ": " << reason << "; restarting (attempt " << job.attempt + 1 << ")";
     return;
@@ -824,7 +812,7 @@ Json JobController::detail(const JobRecord& j, int64_t /*now_ms*/) const {
   d["latest_metrics"] = latest;
   Json trend = Json::array();
   for (const auto& r : rows)
-    if (r.contains("critic/score/mean") && r["critic/score/mean"].is_number()) trend.push_back(r["critic/score/mean"]);
+    if (r.contains(metric_names::kScore) && r[metric_names::kScore].is_number()) trend.push_back(r[metric_names::kScore]);
   d["score_trend"] = trend;
   // ETA from the trainer's own step time (the last rows' mean), else from when rows arrived.
   if (!rows.empty() && j.total_steps > 0 && !is_terminal(j.state)) {
@@ -832,8 +820,8 @@ Json JobController::detail(const JobRecord& j, int64_t /*now_ms*/) const {
     double per_step = 0;
     int n = 0;
     for (size_t i = rows.size() > 5 ? rows.size() - 5 : 0; i < rows.size(); ++i)
-      if (rows[i].contains("timing_s/step") && rows[i]["timing_s/step"].is_number()) {
-        per_step += rows[i]["timing_s/step"].get<double>();
+      if (rows[i].contains(metric_names::kStepSeconds) && rows[i][metric_names::kStepSeconds].is_number()) {
+        per_step += rows[i][metric_names::kStepSeconds].get<double>();
         ++n;
       }
     if (n > 0) per_step /= n;

@@ -122,19 +122,18 @@ void add_ib(EnvPlan& plan, const NodeFacts& facts) {
 }
 
 void add_socket(EnvPlan& plan, const NodeFacts& facts) {
-  std::string why;
-  const auto iface = head_interface(facts, &why);
-  if (!iface) {
-    plan.notes.push_back("NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are not set: " + why +
+  const HeadInterface iface = head_interface(facts);
+  if (!iface.known()) {
+    plan.notes.push_back("NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are not set: " + iface.reason +
                          "; NCCL and Gloo then pick an interface themselves, which may be one the other nodes "
                          "cannot reach (set env.NCCL_SOCKET_IFNAME and env.GLOO_SOCKET_IFNAME in the spec)");
     return;
   }
-  add(plan, "NCCL_SOCKET_IFNAME", "=" + iface->name,
-      iface->reason + "; NCCL's bootstrap and socket transport use it; '=' matches the name exactly",
+  add(plan, "NCCL_SOCKET_IFNAME", "=" + iface.name,
+      iface.reason + "; NCCL's bootstrap and socket transport use it; '=' matches the name exactly",
       EnvSource::kDetected);
-  add(plan, "GLOO_SOCKET_IFNAME", iface->name,
-      iface->reason + "; Gloo (CPU collectives) otherwise binds the address the hostname resolves to, which "
+  add(plan, "GLOO_SOCKET_IFNAME", iface.name,
+      iface.reason + "; Gloo (CPU collectives) otherwise binds the address the hostname resolves to, which "
                       "may be one the other nodes cannot reach",
       EnvSource::kDetected);
 }
@@ -181,11 +180,8 @@ std::optional<int> roce_v2_ipv4_gid_index(const HcaPort& port) {
   return std::nullopt;
 }
 
-std::optional<HeadInterface> head_interface(const NodeFacts& facts, std::string* why) {
-  auto fail = [&](std::string w) -> std::optional<HeadInterface> {
-    if (why) *why = std::move(w);
-    return std::nullopt;
-  };
+HeadInterface head_interface(const NodeFacts& facts) {
+  auto fail = [](std::string why) { return HeadInterface{"", std::move(why)}; };
   if (facts.head.empty()) return fail("no head address");
   if (is_loopback_address(facts.head)) {
     std::string lo = "lo";

@@ -47,11 +47,13 @@ std::vector<std::string> assignments(const std::vector<EnvVar>& vars);
 // The parts of compute_env(), exposed for tests.
 // The index of a RoCE v2 GID holding an IPv4-mapped address (::ffff:a.b.c.d), lowest first.
 std::optional<int> roce_v2_ipv4_gid_index(const HcaPort& port);
-// The interface ranks should use to reach the head; nullopt with *why when it is unknown.
+// The interface ranks should use to reach the head, and the reason it is that one; an empty name
+// when it is unknown, the reason then saying why (an outcome the env plan notes, not an error).
 struct HeadInterface {
   std::string name;
   std::string reason;
+  bool known() const { return !name.empty(); }
 };
-std::optional<HeadInterface> head_interface(const NodeFacts& facts, std::string* why);
+HeadInterface head_interface(const NodeFacts& facts);
 
 }  // namespace verl::launcher

@@ -189,17 +189,14 @@ std::vector<InterfaceAddress> SystemReader::interfaces() const {
   return out;
 }
 
-std::optional<std::string> SystemReader::source_address_to(const std::string& host, std::string* why) const {
+SourceAddress SystemReader::source_address_to(const std::string& host) const {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* res = nullptr;
   // Port 9 (discard): connect() on a UDP socket only looks the route up, it sends nothing.
   const int rc = getaddrinfo(host.c_str(), "9", &hints, &res);
-  if (rc != 0) {
-    if (why) *why = "the head address " + host + " does not resolve: " + gai_strerror(rc);
-    return std::nullopt;
-  }
+  if (rc != 0) return {"", "the head address " + host + " does not resolve: " + gai_strerror(rc)};
   std::string error = "no address of " + host;
   std::optional<std::string> found;
   for (addrinfo* a = res; a && !found; a = a->ai_next) {
@@ -217,8 +214,8 @@ std::optional<std::string> SystemReader::source_address_to(const std::string& ho
     close(fd);
   }
   freeaddrinfo(res);
-  if (!found && why) *why = error;
-  return found;
+  if (!found) return {"", error};
+  return {*found, ""};
 }
 
 std::string SystemReader::hostname() const {
@@ -234,9 +231,9 @@ NodeFacts read_node_facts(const NodeFactsReader& reader, const std::string& head
   f.gpus = reader.gpu_count();
   f.interfaces = reader.interfaces();
   f.head = head;
-  std::string why;
-  if (auto a = reader.source_address_to(head, &why)) f.head_source_address = *a;
-  else f.notes.push_back(why);
+  const SourceAddress route = reader.source_address_to(head);
+  if (!route.address.empty()) f.head_source_address = route.address;
+  else f.notes.push_back(route.why);
   return f;
 }
 

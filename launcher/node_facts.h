@@ -52,6 +52,12 @@ struct NodeFacts {
   std::vector<std::string> notes;    // what could not be read, and why
 };
 
+// source_address_to's answer: the address, or why there is none.
+struct SourceAddress {
+  std::string address;  // empty: unknown
+  std::string why;
+};
+
 class NodeFactsReader {
  public:
   virtual ~NodeFactsReader() = default;
@@ -60,8 +66,9 @@ class NodeFactsReader {
   virtual int gpu_count() const = 0;
   virtual std::vector<InterfaceAddress> interfaces() const = 0;
   // The local address the kernel would send from to reach host (a name or a numeric address);
-  // nullopt with *why filled in when host does not resolve or has no route.
-  virtual std::optional<std::string> source_address_to(const std::string& host, std::string* why) const = 0;
+  // an empty address with why filled in when host does not resolve or has no route (an outcome
+  // read_node_facts notes, not an error).
+  virtual SourceAddress source_address_to(const std::string& host) const = 0;
   virtual std::string hostname() const = 0;
 };
 
@@ -74,7 +81,7 @@ class SystemReader : public NodeFactsReader {
   std::vector<HcaPort> hca_ports() const override;
   int gpu_count() const override;
   std::vector<InterfaceAddress> interfaces() const override;
-  std::optional<std::string> source_address_to(const std::string& host, std::string* why) const override;
+  SourceAddress source_address_to(const std::string& host) const override;
   std::string hostname() const override;
 
  private:

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "common/strings.h"
 
 namespace verl::launcher {
 namespace {
@@ -171,9 +172,8 @@ std::vector<NodeRecord> NodeRegistry::mark_lost(int64_t now_ms, int64_t timeout_
   std::vector<NodeRecord> lost;
   for (auto& [id, n] : nodes_) {
     if (n.state != NodeState::kAlive || n.last_heartbeat_ms >= now_ms - timeout_ms) continue;
-    char reason[128];
-    std::snprintf(reason, sizeof reason, "no heartbeat for %.1f s (timeout %.1f s)",
-                  static_cast<double>(now_ms - n.last_heartbeat_ms) / 1000.0, static_cast<double>(timeout_ms) / 1000.0);
+    const std::string reason = "no heartbeat for " + format_seconds((now_ms - n.last_heartbeat_ms) / 1000.0, 1) +
+                               " (timeout " + format_seconds(timeout_ms / 1000.0, 1) + ")";
     n.state = NodeState::kLost;
     n.lost_ms = now_ms;
     n.reason = reason;

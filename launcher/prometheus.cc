@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/job_config_view.h"
 #include "launcher/states.h"
 
 namespace verl::launcher {
@@ -138,10 +139,10 @@ std::string prometheus_text(const Json& cluster, const Json& nodes, const Json& 
   Family job_total("verl_job_total_steps", "gauge", "The job's total training steps (0: unknown).");
   Family job_world("verl_job_world_size", "gauge", "Ranks the job runs on.");
   Family job_restarts("verl_job_restarts", "counter", "Times the job was restarted from a checkpoint.");
-  Family job_score("verl_job_score_mean", "gauge", "critic/score/mean of the latest step (training rollouts).");
-  Family job_val("verl_job_val_score_mean", "gauge", "val/score/mean of the latest validation.");
-  Family job_tput("verl_job_throughput_tokens_per_second", "gauge", "perf/throughput: tokens per second per rank.");
-  Family job_step_s("verl_job_step_seconds", "gauge", "timing_s/step: seconds the latest step took.");
+  Family job_score("verl_job_score_mean", "gauge", std::string(metric_names::kScore) + " of the latest step (training rollouts).");
+  Family job_val("verl_job_val_score_mean", "gauge", std::string(metric_names::kValScore) + " of the latest validation.");
+  Family job_tput("verl_job_throughput_tokens_per_second", "gauge", std::string(metric_names::kThroughput) + ": tokens per second per rank.");
+  Family job_step_s("verl_job_step_seconds", "gauge", std::string(metric_names::kStepSeconds) + ": seconds the latest step took.");
   Family job_metric("verl_job_metric", "gauge", "Every numeric metric of the job's latest step, by verl name.");
   const Json job_list = jobs.is_array() ? jobs : Json::array();
   for (const auto& j : job_list) {
@@ -157,10 +158,10 @@ std::string prometheus_text(const Json& cluster, const Json& nodes, const Json& 
     if (number(j, "world_size", &v)) job_world.add(base, v);
     if (number(j, "restarts", &v)) job_restarts.add(base, v);
     const Json m = j.value("latest_metrics", Json::object());
-    if (number(m, "critic/score/mean", &v)) job_score.add(base, v);
-    if (number(m, "val/score/mean", &v)) job_val.add(base, v);
-    if (number(m, "perf/throughput", &v)) job_tput.add(base, v);
-    if (number(m, "timing_s/step", &v)) job_step_s.add(base, v);
+    if (number(m, metric_names::kScore, &v)) job_score.add(base, v);
+    if (number(m, metric_names::kValScore, &v)) job_val.add(base, v);
+    if (number(m, metric_names::kThroughput, &v)) job_tput.add(base, v);
+    if (number(m, metric_names::kStepSeconds, &v)) job_step_s.add(base, v);
     if (m.is_object())
       for (const auto& [key, value] : m.items()) {
         if (!value.is_number() || key == "step" || key.rfind('_', 0) == 0) continue;

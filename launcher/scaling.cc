@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <set>
 
+#include "common/job_config_view.h"
+
 namespace verl::launcher {
 namespace {
 
@@ -55,13 +57,6 @@ bool mentions_oom(const Json& failure) {
   return text.find("out of memory") != std::string::npos || text.find("outofmemoryerror") != std::string::npos;
 }
 
-Json without_run_names(Json c) {
-  if (!c.is_object() || !c.contains("trainer") || !c["trainer"].is_object()) return c;
-  for (const char* k : {"nnodes", "experiment_name", "default_local_dir", "metrics_file", "resume_mode"})
-    c["trainer"].erase(k);
-  return c;
-}
-
 }  // namespace
 
 bool same_job_shape(const Json& a, const Json& b) { return without_run_names(a) == without_run_names(b); }
@@ -70,7 +65,7 @@ std::optional<double> mean_tokens_per_s_per_rank(const Json& rows) {
   double sum = 0;
   int n = 0;
   for (const Json* r : steady_rows(rows))
-    if (auto v = number(*r, "perf/throughput")) {
+    if (auto v = number(*r, metric_names::kThroughput)) {
       sum += *v;
       ++n;
     }
@@ -114,8 +109,8 @@ Json scaling_health(const ScalingInput& in) {
   double comm = 0, step = 0;
   bool has_comm = false;
   for (const Json* r : rows) {
-    auto c = number(*r, "timing_s/comm");
-    auto s = number(*r, "timing_s/step");
+    auto c = number(*r, metric_names::kCommSeconds);
+    auto s = number(*r, metric_names::kStepSeconds);
     if (!c || !s) continue;
     has_comm = true;
     comm += *c;
@@ -201,7 +196,7 @@ Json scaling_health(const ScalingInput& in) {
   double reserved_gb = -1;  // a peak: every step counts, the first one too
   if (in.rows.is_array())
     for (const auto& r : in.rows)
-      if (auto v = r.is_object() ? number(r, "perf/max_memory_reserved_gb") : std::nullopt)
+      if (auto v = r.is_object() ? number(r, metric_names::kMaxMemoryReservedGb) : std::nullopt)
         reserved_gb = std::max(reserved_gb, *v);
   if (!gpu) {
     checks.push_back(row("reserved_memory", std::nullopt, "%", "< 95 %", "skip", "CPU ranks: no GPU memory"));

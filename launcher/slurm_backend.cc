@@ -41,8 +41,6 @@ constexpr std::chrono::seconds kCancelTimeout{120};
 const std::set<std::string> kFinished = {"COMPLETED", "CANCELLED", "FAILED",    "TIMEOUT",       "NODE_FAIL", "PREEMPTED",
                                          "BOOT_FAIL", "DEADLINE",  "REVOKED",   "OUT_OF_MEMORY", "SPECIAL_EXIT"};
 
-std::string first_line(const std::string& s) { return trim(s.substr(0, s.find('\n'))); }
-
 // All of a command's complaint on one line: "sbatch: error: a; sbatch: error: b".
 std::string one_line(const std::string& s) {
   std::string out, line;
@@ -95,7 +93,7 @@ JobView query_job(const std::string& id) {
     const auto q = run_slurm({"squeue", "-h", "-j", id, "-o", "%T|%r|%N|%M|%l"});
     if (q.exit_code == 0 && !trim(q.out).empty()) {
       std::vector<std::string> f;
-      std::istringstream in(first_line(q.out));
+      std::istringstream in(trim(first_line(q.out)));
       for (std::string part; std::getline(in, part, '|');) f.push_back(part);
       f.resize(5);
       v.state = f[0], v.reason = f[1], v.nodes = f[2], v.elapsed = f[3], v.limit = f[4];
@@ -112,7 +110,7 @@ JobView query_job(const std::string& id) {
     const auto a = run_slurm({"sacct", "-n", "-P", "-X", "-j", id, "-o", "State,ExitCode,NodeList,Elapsed,Timelimit"});
     if (a.exit_code == 0 && !trim(a.out).empty()) {
       std::vector<std::string> f;
-      std::istringstream in(first_line(a.out));
+      std::istringstream in(trim(first_line(a.out)));
       for (std::string part; std::getline(in, part, '|');) f.push_back(part);
       f.resize(5);
       v.state = f[0].substr(0, f[0].find(' ')), v.exit_code = f[1], v.nodes = f[2], v.elapsed = f[3], v.limit = f[4];
@@ -121,7 +119,7 @@ JobView query_job(const std::string& id) {
     }
     const auto c = run_slurm({"scontrol", "show", "job", "-o", id});
     if (c.exit_code == 0 && !trim(c.out).empty()) {
-      auto m = scontrol_fields(first_line(c.out));
+      auto m = scontrol_fields(trim(first_line(c.out)));
       v.state = m["JobState"], v.reason = m["Reason"], v.nodes = m["NodeList"], v.elapsed = m["RunTime"];
       v.limit = m["TimeLimit"], v.exit_code = m["ExitCode"];
       v.source = "scontrol";
@@ -240,9 +238,10 @@ class SlurmBackend : public Backend {
       throw Error(ExitCode::kUnreachable, "sbatch did not answer within " + std::to_string(kCommandTimeout.count()) + " s",
                   "is slurmctld running? 'scontrol ping' says");
     if (r.exit_code != 0) throw sbatch_refused(r, spec_.slurm, spec.script_path);
-    const std::string id = first_line(r.out).substr(0, first_line(r.out).find(';'));  // "12" or "12;cluster"
+    const std::string answer = trim(first_line(r.out));
+    const std::string id = answer.substr(0, answer.find(';'));  // "12" or "12;cluster"
     if (id.empty() || id.find_first_not_of("0123456789_") != std::string::npos)
-      throw Error(ExitCode::kFailure, "sbatch --parsable printed '" + first_line(r.out) + "', not a job id",
+      throw Error(ExitCode::kFailure, "sbatch --parsable printed '" + answer + "', not a job id",
                   "run 'sbatch --parsable " + spec.script_path + "' by hand to see what it does");
     job_id_ = id;
     view_.reset();
@@ -304,9 +303,9 @@ class SlurmBackend : public Backend {
     std::error_code ec;
     if (job_id_.empty() || !std::filesystem::exists(head_host_file(), ec)) return {};
     try {
-      return first_line(files::read_file(head_host_file()));
+      return trim(first_line(files::read_file(head_host_file())));
     } catch (const Error&) {
-      return {};
+      return {};  // the script has not written it yet: no head host known, as before it exists
     }
   }
 

@@ -27,6 +27,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/process.h"
+#include "common/strings.h"
 
 namespace verl::launcher {
 namespace {
@@ -97,12 +98,6 @@ void set_tcp_keepalive(socket_t fd, std::chrono::seconds every) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
-std::string seconds_text(std::chrono::milliseconds ms) {
-  std::ostringstream o;
-  o << ms.count() / 1000.0 << " s";
-  return o.str();
-}
-
 }  // namespace
 
 std::string SshTarget::label() const {
@@ -158,7 +153,7 @@ std::unique_ptr<SshSession> SshSession::connect(const SshTarget& target_in) {
     if (rc == SSH_ERROR) {
       const std::string why = ssh_get_error(s);
       if (Clock::now() >= deadline || why.find("imeout") != std::string::npos)
-        throw fail(ExitCode::kTimedOut, "connecting", "no answer within " + seconds_text(target.connect_timeout) + " (" + why + ")",
+        throw fail(ExitCode::kTimedOut, "connecting", "no answer within " + format_seconds_shortest(target.connect_timeout) + " (" + why + ")",
                    "is sshd running there and reachable? ssh.connect_timeout_s sets the limit");
       throw fail(ExitCode::kUnreachable, "connecting", why,
                  "check that sshd runs on " + target.host + " port " + std::to_string(port) +
@@ -166,7 +161,7 @@ std::unique_ptr<SshSession> SshSession::connect(const SshTarget& target_in) {
     }
     if (Clock::now() >= deadline)
       throw fail(ExitCode::kTimedOut, "connecting",
-                 "no SSH answer within " + seconds_text(target.connect_timeout) +
+                 "no SSH answer within " + format_seconds_shortest(target.connect_timeout) +
                      " (the port accepts connections but sends no SSH banner)",
                  "is it an SSH server? is the host overloaded? ssh.connect_timeout_s sets the limit");
     const socket_t fd = ssh_get_fd(s);
@@ -296,7 +291,7 @@ ExecResult SshSession::exec(const std::string& command, const std::string& what,
     const auto now = Clock::now();
     if (now >= deadline) {
       ssh_channel_request_send_signal(ch, "TERM");
-      throw Error(ExitCode::kTimedOut, label + ": " + what + ": no end within " + seconds_text(limit),
+      throw Error(ExitCode::kTimedOut, label + ": " + what + ": no end within " + format_seconds_shortest(limit),
                   "the host may be overloaded; ssh.command_timeout_s sets the limit");
     }
     if (target_.keepalive.count() > 0 && now - impl_->last_keepalive >= target_.keepalive) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "probes/gpu_bench.h"
 #include "probes/gpu_probe.h"
 #include "probes/net.h"
@@ -229,12 +230,6 @@ std::chrono::milliseconds left_until(Clock::time_point deadline) {
                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
 }
 
-std::string seconds_text(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000);
-  return buf;
-}
-
 std::string who(const RendezvousMember& m) {
   return m.node == m.host || m.host.empty() ? m.node : m.node + " (" + m.host + ")";
 }
@@ -262,14 +257,14 @@ RendezvousResult rendezvous(const World& world, const RendezvousMember& me_in, b
           throw Error(ExitCode::kTimedOut,
                       "nccl rendezvous: rank " + std::to_string(world.rank) + " on " + who(me) +
                           " reached rank 0 at " + world.master.str() + " but got no answer (" + e.what() +
-                          "): rank 0 gave up within " + seconds_text(timeout) + " or died",
+                          "): rank 0 gave up within " + format_seconds_shortest(timeout) + " or died",
                       "rank 0 waits for every rank: its nccl_inter row names the ranks that never came");
         }
       }
       if (Clock::now() >= deadline)
         throw Error(ExitCode::kTimedOut,
                     "nccl rendezvous: rank " + std::to_string(world.rank) + " on " + who(me) +
-                        " could not reach rank 0 at " + world.master.str() + " within " + seconds_text(timeout) +
+                        " could not reach rank 0 at " + world.master.str() + " within " + format_seconds_shortest(timeout) +
                         " (" + why + ")",
                     "is rank 0's probe running (its nccl_inter row says why not), and is port " + port +
                         " of MASTER_ADDR open from this node? slow nodes: a longer --rendezvous-timeout");
@@ -299,7 +294,7 @@ RendezvousResult rendezvous(const World& world, const RendezvousMember& me_in, b
       throw Error(ExitCode::kTimedOut,
                   "nccl rendezvous: rank" + std::string(world.size - hellos.size() > 1 ? "s " : " ") + missing +
                       " of " + std::to_string(world.size) + " never reached rank 0 on " + who(me) + " port " + port +
-                      " within " + seconds_text(timeout) + " (joined: " + joined + ")",
+                      " within " + format_seconds_shortest(timeout) + " (joined: " + joined + ")",
                   "did every node start the probe (a cluster probe: 'verlctl logs JOB --rank N')? is port " + port +
                       " open between the nodes? slow nodes: a longer --rendezvous-timeout");
     }

@@ -1,22 +1,10 @@
 // versions: what this node runs, so that a mismatch between nodes (another commit, libtorch
 // without CUDA, an old driver) is visible before ranks meet in a collective.
-#include <fstream>
-
+#include "common/files.h"
 #include "probes/probes.h"
 #include "verl/build_info.h"
 
 namespace verl::probes {
-
-namespace {
-
-std::string first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-}  // namespace
 
 Probe versions_probe() {
   Probe p;
@@ -28,7 +16,7 @@ Probe versions_probe() {
                    {"driver", "", Bound::kNone, ""}}};
   p.run = [](const Context& ctx) {
     const std::string off = "not compiled in";
-    const std::string driver = first_line(ctx.sysfs_root + "/module/nvidia/version");
+    const std::string driver = files::read_first_line(ctx.sysfs_root + "/module/nvidia/version");
     return std::vector<Measurement>{
         {"verlctl", std::nullopt, std::string(VERL_VERSION) + " (commit " + VERL_GIT_COMMIT + ")", {}},
         {"libtorch", std::nullopt, VERL_HAVE_TORCH_BUILD ? std::string(VERL_TORCH_VERSION) : off, {}},

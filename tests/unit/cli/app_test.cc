@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace verl::cli {
 namespace {
@@ -40,11 +42,36 @@ TEST(Cli, ConfigShowSaysWhichLossNormalisationIsInEffect) {
   EXPECT_NE(global.out.find("loss_scale_factor = 512"), std::string::npos);
 }
 
+// The command names of one section of --help ("Subcommands:", "Internal:"): the first word of
+// each line after the heading, up to the blank line that ends the section. Empty when the
+// heading is missing.
+std::vector<std::string> listed_commands(const std::string& help, const std::string& heading) {
+  std::istringstream in(help);
+  std::string line;
+  while (std::getline(in, line) && line != heading) {
+  }
+  std::vector<std::string> names;
+  while (std::getline(in, line) && !line.empty()) {
+    std::istringstream words(line);
+    std::string name, summary;
+    words >> name;
+    std::getline(words, summary);
+    EXPECT_FALSE(summary.empty()) << "no summary for " << name;
+    names.push_back(name);
+  }
+  return names;
+}
+
 TEST(Cli, HelpListsCommands) {
   auto r = run_cli({"--help"});
-  EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("config"), std::string::npos);
-  EXPECT_NE(r.out.find("train"), std::string::npos);
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The names in the commands list itself, not words that the description happens to contain.
+  const std::vector<std::string> user = {"version", "help", "config", "train",  "up",       "down",
+                                         "status",  "submit", "jobs", "logs",   "stop",     "smoke",
+                                         "env",     "probe", "tokenize", "job-preflight"};
+  EXPECT_EQ(listed_commands(r.out, "Subcommands:"), user) << r.out;
+  const std::vector<std::string> internal = {"head", "agent"};
+  EXPECT_EQ(listed_commands(r.out, "Internal:"), internal) << r.out;
 }
 
 TEST(Cli, ExitCodesTableHasEveryDocumentedCode) {

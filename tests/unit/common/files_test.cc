@@ -62,5 +62,17 @@ TEST(Files, StateDirRejectsPathsAsNames) {
   EXPECT_THROW(state_dir("", false), Error);
 }
 
+TEST(Files, ReadFirstLineReturnsTheLineWithoutItsNewline) {
+  const std::string dir = fresh_dir("first_line");
+  write_atomic(dir + "/version", "535.104.05\nsecond line\n");
+  EXPECT_EQ(read_first_line(dir + "/version"), "535.104.05");
+  write_atomic(dir + "/no_newline", "only");
+  EXPECT_EQ(read_first_line(dir + "/no_newline"), "only");
+}
+
+TEST(Files, ReadFirstLineOfAMissingFileIsEmpty) {
+  EXPECT_EQ(read_first_line(fresh_dir("first_line_missing") + "/absent"), "");
+}
+
 }  // namespace
 }  // namespace verl::files

@@ -24,13 +24,10 @@ class TreeReader : public SystemReader {
   std::vector<InterfaceAddress> interfaces() const override {
     return {{"lo", "127.0.0.1", true, true}, {"eth0", "10.0.0.5", false, true}, {"ib0", "192.168.7.5", false, true}};
   }
-  std::optional<std::string> source_address_to(const std::string& host, std::string* why) const override {
-    if (is_loopback_address(host)) return std::string("127.0.0.1");
-    if (route_from_.empty()) {
-      *why = "no route from this machine to the head " + host;
-      return std::nullopt;
-    }
-    return route_from_;
+  SourceAddress source_address_to(const std::string& host) const override {
+    if (is_loopback_address(host)) return {"127.0.0.1", ""};
+    if (route_from_.empty()) return {"", "no route from this machine to the head " + host};
+    return {route_from_, ""};
   }
   std::string hostname() const override { return "gpu-1"; }
 

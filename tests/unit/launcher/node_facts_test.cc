@@ -145,9 +145,8 @@ class BlindReader : public NodeFactsReader {
   std::vector<HcaPort> hca_ports() const override { return {}; }
   int gpu_count() const override { return 0; }
   std::vector<InterfaceAddress> interfaces() const override { return {}; }
-  std::optional<std::string> source_address_to(const std::string& host, std::string* why) const override {
-    *why = "the head address " + host + " does not resolve";
-    return std::nullopt;
+  SourceAddress source_address_to(const std::string& host) const override {
+    return {"", "the head address " + host + " does not resolve"};
   }
   std::string hostname() const override { return ""; }
 };

@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/ports.h"
 #include "common/process.h"
 
 namespace verl::launcher {
@@ -50,17 +51,11 @@ struct Listener {
   }
 };
 
-// A free port on 127.0.0.2 for this process's servers (ctest runs test processes in parallel).
-int free_port() {
-  Listener l("127.0.0.2");
-  return l.port;
-}
-
 class SshSessionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new fs::path(fs::temp_directory_path() / ("verl_sshd_" + std::to_string(::getpid())));
-    port_ = free_port();
+    port_ = free_tcp_port("127.0.0.2");  // 127.0.0.2: clear of the tests ctest runs in parallel
     ::unsetenv("SSH_AUTH_SOCK");  // authenticate with the test key only
     process::Options o;
     o.timeout = 60s;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/ports.h"
 #include "probes/gpu_probe.h"
 #include "probes/harness.h"
 #include "probes/net.h"
@@ -87,14 +88,8 @@ TEST(NcclDataCheck, ExpectedValuesAreTheCollectivesOfTheFill) {
   EXPECT_EQ(nccl_expected(Collective::kAllReduce, 2048, 0, 1, 4), 2048.0f * 2049 / 2 * 5);
 }
 
-int free_port() {
-  Endpoint e;
-  Socket s = listen_on("127.0.0.1", 0, &e);
-  return e.port;  // closed on return; the rendezvous binds it again (SO_REUSEADDR)
-}
-
 TEST(NcclRendezvous, RankZeroHandsOutTheIdAndEachProcessesFirstRank) {
-  const int port = free_port();
+  const int port = free_tcp_port();
   const int gpus[] = {2, 0, 3};
   const char* hosts[] = {"node-a", "node-b", "node-a"};
   std::vector<std::future<RendezvousResult>> f;
@@ -138,7 +133,7 @@ TEST(NcclRendezvous, RankZeroHandsOutTheIdAndEachProcessesFirstRank) {
 TEST(NcclRendezvous, StrayConnectionsAreDroppedNotWaitedFor) {
   // The ports probe's connect-and-close and a peer that speaks another protocol reach rank 0's
   // port first; the two ranks still meet, each once.
-  const int port = free_port();
+  const int port = free_tcp_port();
   auto r0 = std::async(std::launch::async, [port] {
     return rendezvous(World{0, 2, {"127.0.0.1", port}}, {0, "n0", "h", 0}, true, "", [] { return NcclUniqueId{}; },
                       std::chrono::seconds(30));
@@ -186,7 +181,7 @@ TEST(NcclRendezvous, RankZeroNamesTheTakenPort) {
 }
 
 TEST(NcclRendezvous, OneProcessNotReadyStopsEveryRankNamingIt) {
-  const int port = free_port();
+  const int port = free_tcp_port();
   auto r1 = std::async(std::launch::async, [port] {
     return rendezvous(World{1, 2, {"127.0.0.1", port}}, {1, "node-b", "node-b", 0}, false,
                       "NCCL is not loadable: libnccl.so.2", [] { return NcclUniqueId{}; }, std::chrono::seconds(30));
@@ -202,7 +197,7 @@ TEST(NcclRendezvous, OneProcessNotReadyStopsEveryRankNamingIt) {
 }
 
 TEST(NcclRendezvous, RankZeroTimesOutNamingTheMissingRanks) {
-  const int port = free_port();
+  const int port = free_tcp_port();
   try {
     rendezvous(World{0, 3, {"127.0.0.1", port}}, {0, "node-a", "host-a", 1}, true, "", [] { return NcclUniqueId{}; },
                std::chrono::milliseconds(300));
@@ -218,7 +213,7 @@ TEST(NcclRendezvous, RankZeroTimesOutNamingTheMissingRanks) {
 }
 
 TEST(NcclRendezvous, AnotherRankTimesOutWhenRankZeroNeverListens) {
-  const int port = free_port();
+  const int port = free_tcp_port();
   try {
     rendezvous(World{2, 3, {"127.0.0.1", port}}, {2, "node-c", "node-c", 1}, true, "", [] { return NcclUniqueId{}; },
                std::chrono::milliseconds(300));
@@ -287,7 +282,7 @@ std::pair<std::vector<Row>, std::vector<Row>> two_gpu_less_ranks(int port, int g
 TEST(NcclProbes, AGpuLessRankStillJoinsTheRendezvousAndSkips) {
   // A job of two GPU-less processes: both meet at rank 0, nobody hangs, both skip and say whom
   // they met.
-  const int port = free_port();
+  const int port = free_tcp_port();
   const auto [rows0, rows1] = two_gpu_less_ranks(port, /*gpus_promised_to_rank_1=*/0);
   int rank = 0;
   for (const auto* rows : {&rows0, &rows1}) {
@@ -308,7 +303,7 @@ TEST(NcclProbes, AGpuLessRankStillJoinsTheRendezvousAndSkips) {
 TEST(NcclProbes, ANodeWithoutThePromisedGpusFailsEveryRankNamingIt) {
   // The spec gives rank 1's node GPUs it lacks: it still joins, and every rank fails naming it
   // instead of rank 0 running NCCL alone or waiting for it.
-  const auto [rows0, rows1] = two_gpu_less_ranks(free_port(), /*gpus_promised_to_rank_1=*/8);
+  const auto [rows0, rows1] = two_gpu_less_ranks(free_tcp_port(), /*gpus_promised_to_rank_1=*/8);
   for (const auto* rows : {&rows0, &rows1}) {
     ASSERT_EQ(rows->size(), 3u);
     EXPECT_EQ((*rows)[2].status, Status::kFail) << (*rows)[2].detail;
@@ -326,7 +321,7 @@ TEST(NcclProbes, AWorldOfOneStillRendezvousesOnItsPort) {
   ctx.node = "solo";
   ctx.spec = {{"nodes", Json::array()}};
   ctx.gpus = &none;
-  ctx.world = World{0, 1, {"127.0.0.1", free_port()}};
+  ctx.world = World{0, 1, {"127.0.0.1", free_tcp_port()}};
   auto rows = run_probes({nccl_inter_probe()}, ctx);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].status, Status::kSkipped) << rows[0].detail;

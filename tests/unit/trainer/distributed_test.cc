@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/ports.h"
 #include "trainer/core_algos.h"
 #include "tests/unit/trainer/rank_harness.h"
 
@@ -39,7 +40,6 @@ class ScopedEnv {
                                           "VERL_DIST_TIMEOUT_S"};
 };
 
-using testing::free_port;
 using testing::RanksOptions;
 using testing::run_ranks;
 
@@ -101,7 +101,7 @@ TEST(Distributed, WorldWithoutMasterAddressIsInvalidConfig) {
 }
 
 TEST(Distributed, UnreachableStoreNamesRankAndAddress) {
-  const int port = free_port();  // nobody listens there
+  const int port = free_tcp_port();  // nobody listens there
   DistributedOptions o;
   o.rank = 1;
   o.world_size = 2;
@@ -124,7 +124,7 @@ TEST(Distributed, MissingPeersTimeOutNamingTheGroup) {
   DistributedOptions o;
   o.rank = 0;
   o.world_size = 2;
-  o.master_port = free_port();
+  o.master_port = free_tcp_port();
   o.timeout = std::chrono::seconds(2);
   try {
     Distributed d(o, torch::kCPU);

@@ -2,34 +2,16 @@
 // Distributed, meeting on a TCPStore on a free loopback port.
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <exception>
 #include <functional>
 #include <thread>
 #include <vector>
 
+#include "common/ports.h"
 #include "trainer/distributed.h"
 
 namespace verl::trainer::testing {
-
-// A loopback port that was free a moment ago (bound to port 0, then closed).
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
 
 struct RanksOptions {
   int port = 0;                 // 0: a free port
@@ -40,7 +22,7 @@ struct RanksOptions {
 // Runs fn(dist) on `world` ranks (threads) on CPU; rethrows the first failing rank's exception
 // after every thread has ended.
 inline void run_ranks(int world, const std::function<void(Distributed&)>& fn, RanksOptions options = {}) {
-  const int port = options.port ? options.port : free_port();
+  const int port = options.port ? options.port : free_tcp_port();
   std::vector<std::exception_ptr> errors(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
