@@ -77,7 +77,6 @@ struct Node {
   RemotePath dir;  // <remote_dir>/<cluster>/nodes/<name>
 };
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // Whether path is the binary this process runs (the same file, whatever the path's spelling).
 bool is_self(const std::string& path) {
@@ -561,11 +560,7 @@ class SshBackend : public Backend {
     const Node& n = nodes_[i];
     const auto t0 = Clock::now();
     std::string stage = "connecting";
-    auto elapsed = [&] {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.2f s", std::chrono::duration<double>(Clock::now() - t0).count());
-      return std::string(buf);
-    };
+    auto elapsed = [&] { return format_seconds(std::chrono::duration<double>(Clock::now() - t0).count(), 2); };
     try {
       const Programs programs = this->programs(i, spec.env);
       progress(n.name, "connecting to " + n.target.label());
