@@ -7,6 +7,7 @@
 # node and probe; `up` running the same preflight (and failing it with exit 5,
 # the cluster left up) unless --skip-preflight. Own VERLCTL_HOME and free ports.
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
@@ -19,11 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 spec="head.dashboard_port=$port head.store_port=$store head.heartbeat_interval_s=0.2 head.heartbeat_timeout_s=5"
 leftovers() { pgrep -f -- "$VERLCTL_HOME" | grep -v "^$$\$" || true; }
 

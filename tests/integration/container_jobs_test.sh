@@ -20,6 +20,7 @@
 # template the way a site would (VERLCTL_TEMPLATE_DIR): the same file with the host's own
 # limits in place of memlock=-1.
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 src=${VERL_SOURCE_DIR:?}
 fail=0
@@ -85,11 +86,7 @@ site = ("# site: this host refuses to raise hard rlimits: keep its own\nmemlock=
 open(sys.argv[2], "w").write(text.replace("\nmemlock=-1\n", "\n" + site))
 EOF
 
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 build=$(dirname "$(readlink -f "$v")")
 spec=(head.dashboard_port=$port head.store_port=$store head.heartbeat_interval_s=0.3 head.heartbeat_timeout_s=4
       container.runtime=podman container.image=$image container.shm_size=3g

@@ -7,6 +7,7 @@
 # that is gone gives the "does not answer" banner. /metrics: a valid exposition whose values
 # match the job's. Own VERLCTL_HOME, free ports; leaves no process behind.
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
@@ -20,11 +21,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 base=http://127.0.0.1:$port
 
 "$v" up --local 1 --name "$name" head.dashboard_port=$port head.store_port=$store --timeout 60 --skip-preflight >/dev/null 2>"$work/up.err"

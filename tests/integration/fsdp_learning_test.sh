@@ -8,6 +8,7 @@
 # after the RL steps above the score right after the warm start. Label "learning".
 # (rollout.tensor_model_parallel_size=2 is not implemented: the rollout is not tensor-parallel.)
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/jobs.sh"
 export VERLCTL_HOME=$(mktemp -d)
@@ -20,11 +21,7 @@ cleanup() {
   rm -rf "$VERLCTL_HOME"
 }
 trap cleanup EXIT
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 err=$("$v" up --local 2 --name "$name" head.dashboard_port=$port head.store_port=$store --skip-preflight --timeout 60 2>&1 >/dev/null)
 check "up --local 2" '[ $? -eq 0 ]' || { echo "$err" >&2; exit 1; }
 

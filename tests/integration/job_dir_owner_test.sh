@@ -5,6 +5,7 @@
 # directory of its own: the old job-1's is moved aside whole (its checkpoints with it, never
 # resumed as the new job's), the preflight passes, and the new job's logs hold only its lines.
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
@@ -17,16 +18,9 @@ cleanup() {
   rm -rf "$VERLCTL_HOME"
 }
 trap cleanup EXIT
-ports() {
-  python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])'
-}
 
 # The first cluster: its preflight is job-1 on both nodes (one work directory on this machine).
-read -r port1 store1 < <(ports)
+read -r port1 store1 < <(free_ports 2)
 err=$("$v" up --local 2 --name "$name" head.dashboard_port=$port1 head.store_port=$store1 --timeout 60 2>&1 >/dev/null); rc=$?
 check "the first up's preflight passes" '[ $rc -eq 0 ]' || echo "$err" >&2
 check "job-1's directory names its owner" '[ -s "$dir/jobs/job-1/.verlctl-owner" ] && grep -q "/job-1$" "$dir/jobs/job-1/.verlctl-owner"'
@@ -36,7 +30,7 @@ mkdir -p "$dir/jobs/job-1/checkpoints" && echo "the first cluster's step 300" >"
 
 # Another head: a new state.db (job ids from job-1 again) over the same node directories.
 rm -f "$dir"/state.db*
-read -r port2 store2 < <(ports)
+read -r port2 store2 < <(free_ports 2)
 err=$("$v" up --local 2 --name "$name" head.dashboard_port=$port2 head.store_port=$store2 --timeout 60 2>&1 >/dev/null); rc=$?
 check "the second up's preflight passes (before: 'no report from ...' after two reports in one file)" '[ $rc -eq 0 ]' || echo "$err" >&2
 owner2=$(cat "$dir/jobs/job-1/.verlctl-owner" 2>/dev/null)

@@ -7,6 +7,7 @@
 # back; max_restarts=1 and a killed rank -> RESTARTING, resumed from its checkpoint, SUCCEEDED.
 # Own VERLCTL_HOME and free ports: runs beside other tests. Every wait polls a condition.
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/jobs.sh"
 
@@ -23,11 +24,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 timeout_s=4
 fast="head.heartbeat_interval_s=0.3 head.heartbeat_timeout_s=$timeout_s head.agent_exit_after_s=60"
 

@@ -4,6 +4,7 @@
 # failures: unreachable head (exit 4), taken port (exit 1, cleaned up), timeout (exit 124),
 # backends not in this build (exit 6). Own VERLCTL_HOME and free ports: runs beside other tests.
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
@@ -18,11 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-read -r port store port2 store2 < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(4)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store port2 store2 < <(free_ports 4)
 fast="head.heartbeat_interval_s=0.2 head.heartbeat_timeout_s=1.5 head.agent_exit_after_s=20"
 ports="head.dashboard_port=$port head.store_port=$store"
 

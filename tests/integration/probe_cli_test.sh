@@ -4,6 +4,7 @@
 # rate and NCCL probes skipped without a device, --only, and cluster mode without a cluster
 # (exit 4; tests/integration/cluster_probe_test.sh probes a real one).
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
@@ -69,11 +70,7 @@ check "the table shows units with the metric" 'grep -q "bandwidth \[Gbit/s\]" <<
 # With a local cluster up, its head is this machine: clock runs over loopback, ports connects to
 # the spec's head.host. Nothing listens on the store port yet, so a stand-in listener holds it.
 name=probe$$
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 spec="name=$name head.dashboard_port=$port head.store_port=$store"
 cleanup() { "$v" down --name "$name" --timeout 0 >/dev/null 2>&1; [ -n "${listener:-}" ] && kill "$listener" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT

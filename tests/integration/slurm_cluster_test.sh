@@ -6,6 +6,7 @@
 # ends the allocation (squeue no longer lists it) and leaves no verlctl process; sbatch refusing
 # the job (unknown partition) exits 3 with sbatch's own message and leaves nothing behind.
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 src=${VERL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 fail=0
@@ -29,11 +30,7 @@ if ! "$src/scripts/services/slurm-cluster.sh" start 4 "$work/slurm"; then
 fi
 source "$work/slurm/env"  # SLURM_CONF: this test never reads /etc/slurm
 
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 cat >"$work/spec.yaml" <<EOF
 name: $name
 backend: slurm

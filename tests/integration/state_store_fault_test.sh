@@ -5,6 +5,7 @@
 # config that was sent, and go on numbering after them. A submit in flight at the kill may be
 # there or not, never twice. Own VERLCTL_HOME and free ports.
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
@@ -19,11 +20,7 @@ cleanup() {
   rm -rf "$VERLCTL_HOME"
 }
 trap cleanup EXIT
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 
 # up writes the state directory (spec, token); the test then runs the head itself.
 "$v" up --local 1 --name "$name" head.dashboard_port=$port head.store_port=$store --skip-preflight >/dev/null 2>&1

@@ -5,6 +5,7 @@
 # rank per node; a rank exiting 3 fails the job naming rank, host and exit code; stop and
 # trainer.max_restarts work as for a train job. Own VERLCTL_HOME and free ports.
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/jobs.sh"
 
@@ -17,11 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 fast="head.heartbeat_interval_s=0.3 head.heartbeat_timeout_s=4 head.agent_exit_after_s=60"
 err=$("$v" up --local 2 --name "$name" head.dashboard_port=$port head.store_port=$store $fast --skip-preflight --timeout 60 2>&1 >/dev/null)
 rc=$?

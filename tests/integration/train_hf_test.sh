@@ -8,6 +8,7 @@
 # A hub id with no HF cache snapshot is exit 3 naming where HF caches put it; with one, the
 # snapshot is used.
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 src=${VERL_SOURCE_DIR:?}
 source "$src/tests/integration/lib/jobs.sh"
@@ -81,11 +82,7 @@ check "a hub id with a cached snapshot trains" '[ $rc -eq 0 ]' || echo "$err" >&
 unset HF_HOME
 
 # 5. the same model as a job on a local cluster.
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 err=$("$v" up --local 1 --name "$name" head.dashboard_port=$port head.store_port=$store --skip-preflight --timeout 60 2>&1 >/dev/null); rc=$?
 check "up --local 1" '[ $rc -eq 0 ]' || { echo "$err" >&2; exit 1; }
 out=$("$v" submit --name "$name" actor_rollout_ref.model.path="$work/model" critic.model.path="$work/model" $small \

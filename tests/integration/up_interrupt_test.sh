@@ -2,6 +2,7 @@
 # Issue 16, case 7: SIGINT while up runs its preflight stops what that up started (exit 130),
 # as the man page says; before, the head and agents were left running with the state "up".
 set -u
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
@@ -15,11 +16,7 @@ cleanup() {
   rm -rf "$VERLCTL_HOME" "$log"
 }
 trap cleanup EXIT
-read -r port store < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+read -r port store < <(free_ports 2)
 leftovers() { pgrep -f -- "$VERLCTL_HOME" | grep -v "^$$\$" || true; }
 
 "$v" up --local 2 --name "$name" head.dashboard_port=$port head.store_port=$store >"$log" 2>&1 &
