@@ -145,14 +145,15 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
 
   double clip_grad_norm(double max_norm) override {
     torch::NoGradGuard no_grad;
-    auto sq = torch::zeros({1}, torch::kFloat64);
-    std::vector<torch::Tensor> grads;
+    std::vector<torch::Tensor> grads, squares;
     for (const size_t i : trainable_) {
       const auto& g = units_[i].shard.grad();
       if (!g.defined()) continue;
       grads.push_back(g);
-      sq += g.to(torch::kFloat64).pow(2).sum().to(torch::kCPU);
+      squares.push_back(g.to(torch::kFloat64).pow(2).sum());  // on the shards' device: no sync yet
     }
+    // One host sync for this rank's sum of squares, one collective for the group's.
+    auto sq = squares.empty() ? torch::zeros({1}, torch::kFloat64) : torch::stack(squares).sum().reshape({1}).to(torch::kCPU);
     if (dist_ != nullptr) dist_->all_reduce_sum(sq);
     const double norm = std::sqrt(sq.item<double>());
     if (!std::isfinite(norm)) return norm;
@@ -418,9 +419,20 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
                  "resume from a complete checkpoint; a sharded checkpoint needs every rank's files"};
   }
 
+  // W of the model_world_size_W_rank_0.pt in dir: one directory listing.
   int64_t find_saved_world(const std::string& dir) const {
-    for (int64_t w = 1; w <= 4096; ++w) {
-      if (fs::exists(fs::path(dir) / model_file(w, 0))) return w;
+    const std::string prefix = "model_world_size_", suffix = "_rank_0.pt";
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      try {
+        return std::stoll(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
+      } catch (const std::exception&) {
+        continue;  // not a number: not one of ours
+      }
     }
     throw Error{ExitCode::kFailure,
                 "checkpoint: " + dir + " holds no sharded model (model_world_size_W_rank_0.pt) for " + spec_.who,

@@ -1,7 +1,5 @@
 #include "trainer/module_engine.h"
 
-#include <torch/version.h>
-
 #include "common/error.h"
 #include "trainer/fsdp.h"
 #include "trainer/minibatch_update.h"
