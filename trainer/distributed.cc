@@ -199,6 +199,7 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
   impl_ = std::make_unique<Impl>();
   impl_->timeout = options_.timeout;
   impl_->rank = options_.rank;
+  impl_->device = device;
   const bool host = options_.rank == 0 && !options_.store_is_external;
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(options_.master_port);
@@ -230,7 +231,6 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
       impl_->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, options_.rank,
                                                               options_.world_size, opts);
       impl_->device_only = true;
-      impl_->device = device;
       backend_name_ = "nccl";
 #elif defined(VERL_HAVE_GLOO)
       log::Warn() << "this torch has no NCCL: gradients of CUDA tensors go through Gloo (slow)";
@@ -282,6 +282,29 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
 }
 
 Distributed::~Distributed() = default;
+
+std::unique_ptr<Distributed> Distributed::subgroup(const std::vector<int>& ranks, const std::string& name) const {
+  std::string key = options_.store_prefix + "/" + name;
+  int mine = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    if (r < 0 || r >= world_size() || std::count(ranks.begin(), ranks.end(), r) != 1) {
+      throw Error{ExitCode::kInvalidConfig,
+                  "process group '" + name + "': rank " + std::to_string(r) + " is outside world size " +
+                      std::to_string(world_size()) + " or listed twice",
+                  "a group's ranks are distinct global ranks"};
+    }
+    if (r == rank()) mine = static_cast<int>(i);
+    key += (i == 0 ? ":" : ",") + std::to_string(r);
+  }
+  if (mine < 0) return nullptr;
+  DistributedOptions o = options_;
+  o.rank = mine;
+  o.world_size = static_cast<int>(ranks.size());
+  o.store_is_external = true;  // the world's store is up: every member is its client
+  o.store_prefix = key;
+  return std::make_unique<Distributed>(o, impl_ ? impl_->device : torch::Device(torch::kCPU));
+}
 
 void Distributed::all_reduce_gradients(const std::vector<torch::Tensor>& params,
                                        std::size_t bucket_bytes) {

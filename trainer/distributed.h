@@ -69,6 +69,15 @@ class Distributed {
   int local_rank() const { return options_.local_rank; }
   bool is_distributed() const { return options_.world_size > 1; }
   bool is_rank0() const { return options_.rank == 0; }
+  // A process group over `ranks` (global ranks of this group, in the new group's rank order;
+  // c10d's new_group), for the device mesh: tensor-parallel groups, hybrid-shard groups. Only the
+  // members call it, each with the same ranks and name; they meet through this group's store
+  // under a prefix of their own, so groups of the same name over different ranks never mix.
+  // Returns null when this rank is not in `ranks`. A group of one rank has no process group (its
+  // collectives are no-ops). Throws verl::Error kInvalidConfig for a rank outside the world or
+  // repeated. Blocks until every member joined (options().timeout).
+  std::unique_ptr<Distributed> subgroup(const std::vector<int>& ranks, const std::string& name) const;
+
   // "none" (one rank), "gloo" or "nccl".
   const std::string& backend_name() const { return backend_name_; }
   const DistributedOptions& options() const { return options_; }

@@ -230,6 +230,37 @@ TEST_P(DistributedWorld, GlobalWhitenMatchesOneRankOnTheWholeBatch) {
   });
 }
 
+// A 2 x 2 mesh of four ranks: contiguous pairs (tensor-parallel groups) and strided pairs
+// (the data-parallel groups across them); each group's sums stay within it.
+TEST(Distributed, SubgroupsFormAMeshAndReduceWithinThemselves) {
+  run_ranks(4, [&](Distributed& d) {
+    const int r = d.rank();
+    auto tp = d.subgroup({r / 2 * 2, r / 2 * 2 + 1}, "tp");
+    auto dp = d.subgroup({r % 2, r % 2 + 2}, "dp");
+    ASSERT_TRUE(tp && dp);
+    EXPECT_EQ(tp->world_size(), 2);
+    EXPECT_EQ(tp->rank(), r % 2);
+    EXPECT_EQ(dp->rank(), r / 2);
+    auto x = torch::full({1}, static_cast<float>(r));
+    tp->all_reduce_sum(x);
+    EXPECT_EQ(x.item<float>(), static_cast<float>(r / 2 * 4 + 1));  // {0,1} -> 1, {2,3} -> 5
+    auto y = torch::full({1}, static_cast<float>(r));
+    dp->all_reduce_sum(y);
+    EXPECT_EQ(y.item<float>(), static_cast<float>(2 * (r % 2) + 2));  // {0,2} -> 2, {1,3} -> 4
+    EXPECT_EQ(d.subgroup({(r + 1) % 4}, "other"), nullptr);  // not a member
+    auto one = d.subgroup({r}, "self");
+    ASSERT_TRUE(one);
+    EXPECT_FALSE(one->is_distributed());
+    try {
+      d.subgroup({0, 0}, "bad");
+      ADD_FAILURE() << "no throw";
+    } catch (const verl::Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+      EXPECT_NE(std::string(e.what()).find("'bad'"), std::string::npos) << e.what();
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, DistributedWorld, ::testing::Values(2, 3));
 
 }  // namespace
