@@ -58,8 +58,8 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
                          : std::string("above 0.95 leaves no headroom for activations and fragmentation: out-of-memory")),
          "0.8-0.95 is the range that suits most GPUs");
   }
-  // 3. Large models want tensor parallelism, which the embedded trainer does not have (tp > 1 is
-  //    refused by validation): one GPU's memory cannot hold their weights + KV cache.
+  // 3. Large models want a tensor-parallel rollout: with tp = 1 every rank's rollout holds a
+  //    whole copy of the weights beside the training state.
   const double h = getd(job, "actor_rollout_ref.model.hidden_size");
   const double layers = getd(job, "actor_rollout_ref.model.num_hidden_layers");
   const double inter = getd(job, "actor_rollout_ref.model.intermediate_size");
@@ -68,8 +68,9 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
   if (params >= 6e9 && tp < 2) {
     warn("actor_rollout_ref.rollout.tensor_model_parallel_size",
          "the model has about " + fmt_count(params) +
-             " parameters and every rank's rollout holds all of it (verlctl's rollout is not tensor-parallel yet)",
-         "use a smaller model here, or run it under verl with tensor_model_parallel_size=2 (or more) so that weights and KV cache fit");
+             " parameters and with tensor_model_parallel_size=1 every rank's rollout holds all of them",
+         "set actor_rollout_ref.rollout.tensor_model_parallel_size=2 (or more) so that each rank holds 1/tp of the "
+         "rollout's weights");
   }
   // 4. Small GPU memory: the training state per GPU under the roles' strategies (trainer/
   //    module_engine.h): fp32 weights 4 B/param, gradients 4, Adam moments 8; FSDP divides each

@@ -372,14 +372,22 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
          "max_prompt_length + max_response_length = " + std::to_string(ctx) + " exceeds max_position_embeddings " +
              std::to_string(geti(root, "actor_rollout_ref.model.max_position_embeddings")),
          "raise max_position_embeddings or shorten the prompt/response lengths");
-  // verl's rollout TP splits the vLLM engine across GPUs; it changes memory, not results. verlctl's
-  // rollout is one replica per rank, so the key is accepted with a warning (verl's default is 2).
-  if (geti(root, "actor_rollout_ref.rollout.tensor_model_parallel_size") > 1)
-    issues.push_back({Severity::kWarning, "actor_rollout_ref.rollout.tensor_model_parallel_size",
-                      "accepted and ignored: verlctl's rollout is not tensor-parallel yet; every rank generates with "
-                      "the whole model (results are the same, memory is not)",
-                      "set it to 1 to silence this; scale out with trainer.n_gpus_per_node (data parallel)",
-                      loc("actor_rollout_ref.rollout.tensor_model_parallel_size")});
+  // The rollout's tensor parallelism (trainer/tensor_parallel.h) cuts the heads and the MLP over
+  // the group: a built-in model that cannot be cut is refused here; an HF model is checked when
+  // its config.json is read, the world size when the ranks start.
+  if (const long long tp = geti(root, "actor_rollout_ref.rollout.tensor_model_parallel_size");
+      tp > 1 && (!model_path || model_path->is_null())) {
+    const long long inter = geti(root, "actor_rollout_ref.model.intermediate_size");
+    std::string why;
+    if (heads > 0 && heads % tp != 0) why = "num_attention_heads " + std::to_string(heads);
+    else if (inter > 0 && inter % tp != 0) why = "intermediate_size " + std::to_string(inter);
+    else if (kv > 0 && (kv >= tp ? kv % tp != 0 : tp % kv != 0)) why = "num_key_value_heads " + std::to_string(kv);
+    if (!why.empty())
+      fail("actor_rollout_ref.rollout.tensor_model_parallel_size",
+           std::to_string(tp) + " ranks cannot split the model's " + why,
+           "pick a size that divides the attention heads and the intermediate size and divides, or is a multiple "
+           "of, the KV heads");
+  }
   // verl resamples (compute_pf_ppo_reweight_data) only in its GAE branch; elsewhere the key does nothing.
   const Json* pf = find(root, "algorithm.use_pf_ppo");
   if (pf && pf->is_boolean() && pf->get<bool>() && !critic)

@@ -254,6 +254,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   r.enforce_eager = get<bool>(c, rp + ".enforce_eager");
   r.free_cache_engine = get<bool>(c, rp + ".free_cache_engine");
   r.ignore_eos = get<bool>(c, rp + ".ignore_eos");
+  r.tensor_model_parallel_size = get<int64_t>(c, rp + ".tensor_model_parallel_size");
   if (const auto& sizes = at_path(c, rp + ".cudagraph_capture_sizes"); !sizes.is_null())
     for (const auto& v : sizes) r.cudagraph_capture_sizes.push_back(v.get<int64_t>());
 

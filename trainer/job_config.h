@@ -141,6 +141,8 @@ struct RolloutConfig {
   bool free_cache_engine = true;
   std::vector<int64_t> cudagraph_capture_sizes;  // null: powers of two up to the slot count
   bool ignore_eos = false;
+  // Ranks that generate together on one model cut over them (trainer/tensor_parallel.h).
+  int64_t tensor_model_parallel_size = 1;
 };
 
 struct RefConfig {

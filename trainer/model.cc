@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "trainer/tensor_parallel.h"
 
 namespace verl::trainer {
 
@@ -143,7 +144,9 @@ TokenEmbeddingImpl::TokenEmbeddingImpl(int64_t vocab, int64_t dim, const torch::
   weight = register_parameter("weight", torch::empty({vocab, dim}, options));
 }
 
-torch::Tensor TokenEmbeddingImpl::forward(const torch::Tensor& ids) { return torch::embedding(weight, ids); }
+torch::Tensor TokenEmbeddingImpl::forward(const torch::Tensor& ids) {
+  return tp != nullptr ? tp->embed(weight, ids) : torch::embedding(weight, ids);
+}
 
 RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions& options) : eps_(eps) {
   weight = register_parameter("weight", torch::empty({dim}, options));
@@ -197,7 +200,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     *cache_v = v;
   }
   auto out = attend(q, k, v, mask, dt).transpose(1, 2).reshape({b, t, h * d});
-  return linear_in(out, o_proj, dt).to(torch::kFloat32);
+  return row_parallel_out(linear_in(out, o_proj, dt));
 }
 
 torch::Tensor AttentionImpl::forward_packed(const torch::Tensor& x, const torch::Tensor& cos,
@@ -217,7 +220,7 @@ torch::Tensor AttentionImpl::forward_packed(const torch::Tensor& x, const torch:
   q = q * cos + rotate_half(q) * sin;
   k = k * cos + rotate_half(k) * sin;
   if (auto out = flash_varlen(q, k, v, cu_seqlens); out.defined())
-    return linear_in(out.reshape({1, n, h * d}), o_proj, dt).to(torch::kFloat32);
+    return row_parallel_out(linear_in(out.reshape({1, n, h * d}), o_proj, dt));
   // One attention per sequence: the scores of a batch of B sequences of lengths L_i cost
   // sum L_i^2 instead of the padded B * T^2 (or the N^2 of one block-diagonal mask). Written
   // out like the padded path (no scaled_dot_product_attention: see the header) so both agree.
@@ -232,7 +235,13 @@ torch::Tensor AttentionImpl::forward_packed(const torch::Tensor& x, const torch:
     outs.push_back(attend(q.narrow(2, s, len), k.narrow(2, s, len), v.narrow(2, s, len), mask, dt));
   }
   auto out = torch::cat(outs, 2).transpose(1, 2).reshape({1, n, h * d});
-  return linear_in(out, o_proj, dt).to(torch::kFloat32);
+  return row_parallel_out(linear_in(out, o_proj, dt));
+}
+
+torch::Tensor AttentionImpl::row_parallel_out(const torch::Tensor& y) const {
+  auto out = y.to(torch::kFloat32);
+  if (tp != nullptr) tp->all_reduce(out);
+  return out;
 }
 
 // FlashAttention-2's variable-length kernel (at::_flash_attention_forward, with its backward) on
@@ -274,7 +283,9 @@ MlpImpl::MlpImpl(const ModelConfig& c, const torch::TensorOptions& o) : dtype_(c
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   auto g = linear_in(x, gate_proj, dtype_);
   auto u = linear_in(x, up_proj, dtype_);
-  return linear_in(torch::silu(g) * u, down_proj, dtype_).to(torch::kFloat32);
+  auto out = linear_in(torch::silu(g) * u, down_proj, dtype_).to(torch::kFloat32);
+  if (tp != nullptr) tp->all_reduce(out);
+  return out;
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const torch::TensorOptions& o) {
@@ -455,7 +466,8 @@ torch::Tensor CausalLmImpl::forward(const torch::Tensor& input_ids, const torch:
 }
 
 torch::Tensor CausalLmImpl::logits(const torch::Tensor& hidden) const {
-  return project(hidden, output_embedding(), torch::Tensor(), config_.compute_dtype).to(torch::kFloat32);
+  auto z = project(hidden, output_embedding(), torch::Tensor(), config_.compute_dtype).to(torch::kFloat32);
+  return tp != nullptr ? tp->gather_vocab(z) : z;
 }
 
 CriticModelImpl::CriticModelImpl(const ModelConfig& c, const torch::TensorOptions& o, ValueHeadBias bias) {

@@ -50,6 +50,8 @@
 
 namespace verl::trainer {
 
+class TensorParallel;  // trainer/tensor_parallel.h: the rollout's tensor-parallel collectives
+
 // How RoPE's inverse frequencies are rescaled for long contexts (HF's rope_scaling /
 // rope_parameters). Only the kinds HF computes once at load time are supported; yarn,
 // dynamic NTK and longrope are refused by the HF loader.
@@ -129,6 +131,7 @@ class TokenEmbeddingImpl : public torch::nn::Module {
   TokenEmbeddingImpl(int64_t vocab, int64_t dim, const torch::TensorOptions& options = {});
   torch::Tensor forward(const torch::Tensor& ids);
   torch::Tensor weight;
+  TensorParallel* tp = nullptr;  // vocab-parallel rows (trainer/tensor_parallel.h); not owned
 };
 TORCH_MODULE(TokenEmbedding);
 
@@ -158,10 +161,13 @@ class AttentionImpl : public torch::nn::Module {
                                const CuSeqlens& cu_seqlens);
   Dense q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RmsNorm q_norm{nullptr}, k_norm{nullptr};  // null unless config.qk_norm
+  TensorParallel* tp = nullptr;  // o_proj's partial outputs summed over the group; not owned
 
  private:
   torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const CuSeqlens& cu_seqlens) const;
+  // o_proj's output in fp32, summed over the tensor-parallel group when there is one.
+  torch::Tensor row_parallel_out(const torch::Tensor& y) const;
   ModelConfig config_;
 };
 TORCH_MODULE(Attention);
@@ -171,6 +177,7 @@ class MlpImpl : public torch::nn::Module {
   explicit MlpImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
   torch::Tensor forward(const torch::Tensor& x);
   Dense gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  TensorParallel* tp = nullptr;  // down_proj's partial outputs summed over the group; not owned
 
  private:
   torch::Dtype dtype_;
@@ -270,6 +277,7 @@ class CausalLmImpl : public torch::nn::Module {
   const ModelConfig& config() const { return config_; }
   Backbone model{nullptr};
   Dense lm_head{nullptr};  // null when tied
+  TensorParallel* tp = nullptr;  // vocab-parallel logits gathered over the group; not owned
 
  private:
   ModelConfig config_;

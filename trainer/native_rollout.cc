@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "trainer/log_probs.h"
+#include "trainer/tensor_parallel.h"
 
 namespace verl::trainer {
 
@@ -142,29 +143,40 @@ RolloutBatch generate(CausalLm& model, const std::vector<std::vector<int64_t>>& 
   return out;
 }
 
-NativeRollout::NativeRollout(const ModelConfig& config, const torch::Device& device)
-    : device_(device), model_(CausalLm(config, torch::TensorOptions().device(device))) {
+NativeRollout::NativeRollout(const ModelConfig& config, const torch::Device& device, std::unique_ptr<TensorParallel> tp)
+    : device_(device), full_config_(config), tp_(std::move(tp)) {
   // No init: the weights come from load_weights before the first generate.
+  model_ = CausalLm(tp_ ? tp_->layout().shard_config(config) : config, torch::TensorOptions().device(device));
+  if (tp_) set_tensor_parallel(*model_, tp_.get());
   for (auto& p : model_->parameters()) p.set_requires_grad(false);
   model_->eval();
 }
+
+NativeRollout::~NativeRollout() = default;
 
 RolloutBatch NativeRollout::generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options,
                                      const std::vector<uint64_t>& row_seeds) {
   return trainer::generate(model_, prompts, options, row_seeds, device_);
 }
 
-void NativeRollout::load_weights(const NamedTensors& weights) { load_named_weights(*model_, weights); }
+void NativeRollout::load_weights(const NamedTensors& weights) {
+  if (!tp_) return load_named_weights(*model_, weights);
+  const TpLayout& layout = tp_->layout();
+  load_named_weights(*model_, weights, [&](const std::string& name, const torch::Tensor& full) {
+    return layout.shard(name, full, full_config_);
+  });
+}
 
-void load_named_weights(torch::nn::Module& model, const NamedTensors& weights) {
+void load_named_weights(torch::nn::Module& model, const NamedTensors& weights, const WeightPiece& piece) {
   torch::NoGradGuard no_grad;
   auto params = model.named_parameters(/*recurse=*/true);
-  for (const auto& [name, src] : weights) {
+  for (const auto& [name, full] : weights) {
     auto* dst = params.find(name);
     if (!dst) {
       throw Error{ExitCode::kFailure, "rollout: load_weights got tensor " + name + ", which the rollout model does not have",
                   "the actor and the rollout must be built from the same model config"};
     }
+    const torch::Tensor src = piece ? piece(name, full) : full;
     if (dst->sizes() != src.sizes()) {
       throw Error{ExitCode::kFailure,
                   "rollout: load_weights: tensor " + name + " has shape " + c10::str(src.sizes()) +

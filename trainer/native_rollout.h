@@ -12,19 +12,26 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "trainer/model.h"
 #include "trainer/rollout_engine.h"
+#include "trainer/tensor_parallel.h"
 
 namespace verl::trainer {
 
 class NativeRollout final : public RolloutEngine {
  public:
-  // The engine's model: built for `config` on `device` (weights come from load_weights).
-  NativeRollout(const ModelConfig& config, const torch::Device& device);
+  // The engine's model: built for `config` on `device` (weights come from load_weights). With
+  // `tp` (rollout.tensor_model_parallel_size > 1) the model is this rank's shard
+  // (trainer/tensor_parallel.h): load_weights takes the full weights and keeps this rank's piece,
+  // and generate is collective over the TP group (every member calls it with the same prompts
+  // and seeds, and gets the same batch).
+  NativeRollout(const ModelConfig& config, const torch::Device& device, std::unique_ptr<TensorParallel> tp = nullptr);
+  ~NativeRollout() override;
 
   RolloutBatch generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options,
                         const std::vector<uint64_t>& row_seeds) override;
@@ -32,9 +39,12 @@ class NativeRollout final : public RolloutEngine {
   torch::Device device() const override { return device_; }
 
   CausalLm& model() { return model_; }
+  TensorParallel* tensor_parallel() const { return tp_.get(); }
 
  private:
   torch::Device device_;
+  ModelConfig full_config_;
+  std::unique_ptr<TensorParallel> tp_;
   CausalLm model_{nullptr};
 };
 

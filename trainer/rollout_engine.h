@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,10 +36,13 @@ uint64_t row_seed(uint64_t base, uint64_t step, uint64_t row);
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
+// This rank's piece of a full tensor by name (a tensor-parallel rollout's TpLayout::shard).
+using WeightPiece = std::function<torch::Tensor(const std::string& name, const torch::Tensor& full)>;
+
 // Copies `weights` into `model`'s parameters of the same names, in place (captured CUDA graphs
-// keep pointing at them); throws verl::Error naming the tensor when a name is unknown or a
-// shape differs. Both engines' load_weights.
-void load_named_weights(torch::nn::Module& model, const NamedTensors& weights);
+// keep pointing at them), each first cut by `piece` when given; throws verl::Error naming the
+// tensor when a name is unknown or a shape differs. Both engines' load_weights.
+void load_named_weights(torch::nn::Module& model, const NamedTensors& weights, const WeightPiece& piece = {});
 
 class RolloutEngine {
  public:

@@ -132,14 +132,19 @@ TEST(Config, DynamicBszLeavesTheMicroBatchRowCountUnchecked) {
   EXPECT_NE(issue_at(e, "critic.ppo_micro_batch_size_per_gpu"), nullptr);
 }
 
-TEST(Config, TensorParallelRolloutIsAWarningWithTheDataParallelHint) {
-  auto d = resolve(Kind::kJob, "", {"actor_rollout_ref.rollout.tensor_model_parallel_size=2"});
-  EXPECT_TRUE(d.ok());
-  const Issue* i = issue_at(d, "actor_rollout_ref.rollout.tensor_model_parallel_size");
+TEST(Config, TensorParallelRolloutMustCutTheBuiltInModel) {
+  // The built-in model: 4 heads, 2 KV heads, intermediate 176.
+  for (const char* ok : {"2", "4"}) {
+    auto d = resolve(Kind::kJob, "", {std::string("actor_rollout_ref.rollout.tensor_model_parallel_size=") + ok});
+    EXPECT_TRUE(d.ok()) << ok;
+    EXPECT_EQ(issue_at(d, "actor_rollout_ref.rollout.tensor_model_parallel_size"), nullptr) << ok;
+  }
+  auto bad = resolve(Kind::kJob, "", {"actor_rollout_ref.rollout.tensor_model_parallel_size=3"});
+  EXPECT_FALSE(bad.ok());
+  const Issue* i = issue_at(bad, "actor_rollout_ref.rollout.tensor_model_parallel_size");
   ASSERT_NE(i, nullptr);
-  EXPECT_EQ(i->severity, Severity::kWarning);
-  EXPECT_NE(i->hint.find("n_gpus_per_node"), std::string::npos);
-  EXPECT_EQ(issue_at(resolve(Kind::kJob, "", {}), "actor_rollout_ref.rollout.tensor_model_parallel_size"), nullptr);
+  EXPECT_EQ(i->severity, Severity::kError);
+  EXPECT_NE(i->message.find("num_attention_heads 4"), std::string::npos) << i->message;
 }
 
 TEST(Config, GpuMemoryShareMustLeaveTheAllocatorSomething) {
