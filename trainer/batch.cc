@@ -1,6 +1,7 @@
 #include "trainer/batch.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "trainer/model.h"
 
@@ -25,6 +26,30 @@ PaddedPrompts left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t
     out.lengths.push_back(static_cast<int64_t>(ids.size()));
   }
   return out;
+}
+
+RolloutBatch slice_rows(const RolloutBatch& b, int64_t begin, int64_t count) {
+  TORCH_CHECK(begin >= 0 && count >= 0 && begin + count <= b.batch_size(), "slice_rows: rows [", begin, ", ",
+              begin + count, ") outside a batch of ", b.batch_size());
+  auto sub = [&](const auto& v) { return std::decay_t<decltype(v)>(v.begin() + begin, v.begin() + begin + count); };
+  RolloutBatch o;
+  o.prompt_lengths = sub(b.prompt_lengths);
+  o.response_lengths = sub(b.response_lengths);
+  o.finished = sub(b.finished);
+  int64_t longest = 0;
+  for (int64_t len : o.prompt_lengths) longest = std::max(longest, len);
+  const int64_t cut = b.prompts.size(1) - longest, width = longest + b.response_width();
+  auto rows = [&](const torch::Tensor& t) { return t.narrow(0, begin, count).contiguous(); };
+  auto rows_from = [&](const torch::Tensor& t) { return t.narrow(0, begin, count).narrow(1, cut, t.size(1) - cut).contiguous(); };
+  o.prompts = rows_from(b.prompts);
+  o.responses = rows(b.responses);
+  o.input_ids = rows_from(b.input_ids);
+  o.attention_mask = rows_from(b.attention_mask);
+  o.position_ids = rows_from(b.position_ids);  // positions count real tokens: padding columns do not shift them
+  TORCH_CHECK(o.input_ids.size(1) == width, "slice_rows: inconsistent prompt width");
+  o.response_mask = rows(b.response_mask);
+  if (b.rollout_log_probs.defined()) o.rollout_log_probs = rows(b.rollout_log_probs);
+  return o;
 }
 
 RolloutBatch make_batch(const std::vector<std::vector<int64_t>>& prompts,

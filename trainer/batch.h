@@ -34,6 +34,11 @@ struct RolloutBatch {
   int64_t response_width() const { return responses.size(1); }
 };
 
+// Rows [begin, begin + count) of a batch, as if generated alone: the prompt columns that are
+// padding in every one of those rows are dropped (a tensor-parallel group generates its members'
+// rows together; each keeps its own).
+RolloutBatch slice_rows(const RolloutBatch& batch, int64_t begin, int64_t count);
+
 // Left-pads prompts into [B, P] ids and mask (on the CPU); P is the longest prompt.
 struct PaddedPrompts {
   torch::Tensor ids;   // [B, P] int64

@@ -24,6 +24,7 @@
 #include "trainer/ref_worker.h"
 #include "trainer/rewards.h"
 #include "trainer/slot_rollout.h"
+#include "trainer/tensor_parallel.h"
 #include "trainer/step_metrics.h"
 #include "trainer/tracking.h"
 #include "trainer/val_metrics.h"
@@ -100,6 +101,16 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
       critic_device_(torch::kCPU),
       ref_device_(torch::kCPU) {
   const int64_t local_rank = dist ? dist->local_rank() : 0;
+  rank_ = dist ? dist->rank() : 0;
+  world_ = dist ? dist->world_size() : 1;
+  rollout_tp_ = config_.rollout.tensor_model_parallel_size;
+  if (rollout_tp_ < 1 || world_ % rollout_tp_ != 0) {
+    throw Error{ExitCode::kInvalidConfig,
+                std::string(kTpKey) + "=" + std::to_string(rollout_tp_) + " does not divide the job's " +
+                    std::to_string(world_) + " rank" + (world_ == 1 ? "" : "s"),
+                "each tensor-parallel rollout group takes that many ranks: run a multiple of it (trainer.nnodes x "
+                "trainer.n_gpus_per_node), or set it to 1"};
+  }
   const auto& t = config_.trainer;
   actor_device_ = resolve_device(config_.actor.device, "actor_rollout_ref.actor.device", t.device, local_rank);
   critic_device_ = resolve_device(config_.critic.device, "critic.device", t.device, local_rank);
@@ -166,10 +177,22 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
   }
   // vllm / sglang name a serving engine: verlctl's is the slot engine; native and hf the loop.
   const bool slot_engine = config_.rollout.name == "vllm" || config_.rollout.name == "sglang";
-  if (slot_engine)
+  if (slot_engine && rollout_tp_ > 1) {
+    throw Error{ExitCode::kInvalidConfig,
+                std::string(kTpKey) + "=" + std::to_string(rollout_tp_) + " with actor_rollout_ref.rollout.name=" +
+                    config_.rollout.name + ": verlctl's slot engine is not tensor-parallel",
+                "use actor_rollout_ref.rollout.name=native (the tensor-parallel loop), or tensor_model_parallel_size=1"};
+  }
+  if (slot_engine) {
     rollout_ = std::make_unique<SlotRollout>(model_config_, actor_device_, SlotRolloutOptions::from(config_.rollout));
-  else
+  } else if (rollout_tp_ > 1) {
+    auto layout = TpLayout::of(model_config_, rollout_tp_, rank_ % rollout_tp_);
+    rollout_ = std::make_unique<NativeRollout>(
+        model_config_, actor_device_,
+        std::make_unique<TensorParallel>(strategy_->distributed()->subgroup(rollout_group(), "rollout_tp"), layout));
+  } else {
     rollout_ = std::make_unique<NativeRollout>(model_config_, actor_device_);
+  }
   const auto& kc = config_.algorithm.kl_ctrl;
   kl_ctrl_ = algos::make_kl_controller(kc.type, kc.kl_coef, kc.target_kl, kc.horizon);
   const auto& al = config_.algorithm;
@@ -182,6 +205,11 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
                 << count_parameters(*actor_->module()) << " actor parameters on "
                 << actor_device_.str() << ", " << train_.size() << " train / " << val_.size()
                 << " val prompts, world " << w << ", adv_estimator " << config_.algorithm.adv_estimator;
+    if (rollout_tp_ > 1)
+      log::Info() << "rollout: tensor-parallel, " << world_ / rollout_tp_ << " group(s) of " << rollout_tp_
+                  << " ranks, each rank holding 1/" << rollout_tp_ << " of the rollout's weights ("
+                  << count_parameters(*dynamic_cast<NativeRollout&>(*rollout_).model()) << " of "
+                  << count_parameters(*actor_->module()) << " parameters)";
     if (config_.rollout.name != "native")
       log::Info() << "rollout: actor_rollout_ref.rollout.name=" << config_.rollout.name << " selects verlctl's "
                   << (slot_engine ? "slot engine (KV-cache slots, continuous batching, CUDA graphs on GPUs)"
@@ -207,6 +235,28 @@ void PpoTrainer::sync_rollout_weights(MetricMap* m) {
   actor_->sync_to(*rollout_);
   rollout_stale_ = false;
   if (m) (*m)["timing_s/update_weights"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<int> PpoTrainer::rollout_group() const {
+  std::vector<int> ranks;
+  const int first = rank_ / static_cast<int>(rollout_tp_) * static_cast<int>(rollout_tp_);
+  for (int i = 0; i < rollout_tp_; ++i) ranks.push_back(first + i);
+  return ranks;
+}
+
+RolloutBatch PpoTrainer::group_generate(const std::vector<RolloutRequest>& members, const GenerateOptions& options) {
+  if (members.size() == 1) return rollout_->generate(members[0].prompts, options, members[0].seeds);
+  RolloutRequest all;
+  int64_t mine = 0, count = 0;
+  for (size_t m = 0; m < members.size(); ++m) {
+    if (static_cast<int>(m) == rank_ % rollout_tp_) {
+      mine = static_cast<int64_t>(all.prompts.size());
+      count = static_cast<int64_t>(members[m].prompts.size());
+    }
+    all.prompts.insert(all.prompts.end(), members[m].prompts.begin(), members[m].prompts.end());
+    all.seeds.insert(all.seeds.end(), members[m].seeds.begin(), members[m].seeds.end());
+  }
+  return slice_rows(rollout_->generate(all.prompts, options, all.seeds), mine, count);
 }
 
 void PpoTrainer::record(int64_t step, const MetricMap& m) {
@@ -285,26 +335,41 @@ ValidationResult PpoTrainer::validate() {
     }
   }
   const int64_t w = strategy_->dp_size(), r = strategy_->dp_rank();
-  std::vector<int64_t> mine;
-  for (int64_t i = r; i < static_cast<int64_t>(val_.size()); i += w) mine.push_back(i);
+  // Rank q validates prompts q, q + w, ...; the members of a rollout TP group generate their
+  // chunks together, as many chunks as the member with the most prompts has.
+  auto rows_of = [&](int64_t q) {
+    std::vector<int64_t> rows;
+    for (int64_t i = q; i < static_cast<int64_t>(val_.size()); i += w) rows.push_back(i);
+    return rows;
+  };
+  const std::vector<int64_t> mine = rows_of(r);
   const int64_t n = std::max<int64_t>(1, vk.n);
   const int64_t chunk = std::max<int64_t>(1, config_.data.val_batch_size / w);
-  std::vector<val_metrics::Sample> samples;  // verl's reward_extra_infos_dict, one row per response
-  int64_t shown = 0;
-  for (size_t start = 0; start < mine.size(); start += static_cast<size_t>(chunk)) {
-    const size_t end = std::min(mine.size(), start + static_cast<size_t>(chunk));
-    std::vector<std::vector<int64_t>> prompts;
-    std::vector<uint64_t> seeds;
-    std::vector<int64_t> rows;
-    for (size_t k = start; k < end; ++k) {
+  const auto group = rollout_group();
+  size_t most = 0;
+  for (int member : group) most = std::max(most, rows_of(member).size());
+  auto request_of = [&](const std::vector<int64_t>& rows, size_t start) {
+    RolloutRequest req;
+    for (size_t k = start; k < std::min(rows.size(), start + static_cast<size_t>(chunk)); ++k) {
       for (int64_t j = 0; j < n; ++j) {
-        prompts.push_back(val_[static_cast<size_t>(mine[k])].prompt_ids);
-        seeds.push_back(row_seed(static_cast<uint64_t>(config_.rollout.seed) ^ 0x7A11ULL, 0,
-                                 static_cast<uint64_t>(mine[k] * n + j)));
-        rows.push_back(mine[k]);
+        req.prompts.push_back(val_[static_cast<size_t>(rows[k])].prompt_ids);
+        req.seeds.push_back(row_seed(static_cast<uint64_t>(config_.rollout.seed) ^ 0x7A11ULL, 0,
+                                     static_cast<uint64_t>(rows[k] * n + j)));
       }
     }
-    auto batch = rollout_->generate(prompts, opt, seeds);
+    return req;
+  };
+  std::vector<val_metrics::Sample> samples;  // verl's reward_extra_infos_dict, one row per response
+  int64_t shown = 0;
+  for (size_t start = 0; start < most; start += static_cast<size_t>(chunk)) {
+    const size_t end = std::min(mine.size(), start + static_cast<size_t>(chunk));
+    std::vector<int64_t> rows;
+    for (size_t k = start; k < end; ++k) {
+      for (int64_t j = 0; j < n; ++j) rows.push_back(mine[k]);
+    }
+    std::vector<RolloutRequest> requests;
+    for (int member : group) requests.push_back(request_of(rows_of(member), start));
+    auto batch = group_generate(requests, opt);
     auto resp = batch.responses.to(torch::kCPU);
     auto ra = resp.accessor<int64_t, 2>();
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -444,18 +509,27 @@ void PpoTrainer::generate_and_score(int64_t step, StepBatch& sb, MetricMap& m) {
   const auto batch_idx = sampler_->next_batch();
   const auto [begin, end] = strategy_->shard(config_.data.train_batch_size);
   const int64_t n = config_.rollout.sampling.n;
-  std::vector<std::vector<int64_t>> prompts;
-  std::vector<uint64_t> seeds;
   std::vector<int64_t> groups;
   for (int64_t i = begin; i < end; ++i) {
-    const int64_t idx = batch_idx[static_cast<size_t>(i)];
     for (int64_t j = 0; j < n; ++j) {  // verl repeats interleaved: p0 x n, p1 x n, ...
-      prompts.push_back(train_[static_cast<size_t>(idx)].prompt_ids);
-      seeds.push_back(row_seed(static_cast<uint64_t>(config_.rollout.seed), static_cast<uint64_t>(step),
-                               static_cast<uint64_t>(i * n + j)));
       groups.push_back(i);
-      sb.row_prompt.push_back(idx);
+      sb.row_prompt.push_back(batch_idx[static_cast<size_t>(i)]);
     }
+  }
+  // Every member of the rollout group asks for its own share (the r-th contiguous slice); the
+  // seeds follow the global row, so the tokens do not depend on who generates them.
+  const int64_t per = config_.data.train_batch_size / world_;
+  std::vector<RolloutRequest> requests;
+  for (int member : rollout_group()) {
+    RolloutRequest req;
+    for (int64_t i = member * per; i < (member + 1) * per; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        req.prompts.push_back(train_[static_cast<size_t>(batch_idx[static_cast<size_t>(i)])].prompt_ids);
+        req.seeds.push_back(row_seed(static_cast<uint64_t>(config_.rollout.seed), static_cast<uint64_t>(step),
+                                     static_cast<uint64_t>(i * n + j)));
+      }
+    }
+    requests.push_back(std::move(req));
   }
   {
     ScopedTimer timer(m, "gen");
@@ -465,7 +539,7 @@ void PpoTrainer::generate_and_score(int64_t step, StepBatch& sb, MetricMap& m) {
     opt.stop_token_ids = stop_ids();
     opt.pad_token_id = tokenizer_->pad_id();
     opt.ignore_eos = config_.rollout.ignore_eos;
-    sb.rb = rollout_->generate(prompts, opt, seeds);
+    sb.rb = group_generate(requests, opt);
   }
   sb.group_index = torch::tensor(groups, torch::kLong);
   {

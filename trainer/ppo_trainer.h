@@ -31,6 +31,7 @@
 #include "trainer/job_config.h"
 #include "trainer/metrics.h"
 #include "trainer/model.h"
+#include "trainer/rollout_engine.h"
 
 namespace verl::trainer {
 
@@ -82,6 +83,17 @@ class PpoTrainer {
   struct StepBatch;
   MetricMap train_step(int64_t step);
   void generate_and_score(int64_t step, StepBatch& sb, MetricMap& m);
+  // What one rank asks the rollout for: prompts and one seed per row.
+  struct RolloutRequest {
+    std::vector<std::vector<int64_t>> prompts;
+    std::vector<uint64_t> seeds;
+  };
+  // The requests of every member of this rank's rollout tensor-parallel group (member order),
+  // generated together on the group's model; returns this rank's rows. Collective over the
+  // group (every member passes the same requests). With tp = 1, members holds this rank's alone.
+  RolloutBatch group_generate(const std::vector<RolloutRequest>& members, const GenerateOptions& options);
+  // The global ranks of this rank's rollout TP group (consecutive ranks; this rank alone at tp 1).
+  std::vector<int> rollout_group() const;
   void compute_advantages(StepBatch& sb, MetricMap& m);
   void apply_rollout_correction(StepBatch& sb, MetricMap& m);
   void resample_pf_ppo(StepBatch& sb);
@@ -117,6 +129,8 @@ class PpoTrainer {
   std::unique_ptr<CriticWorker> critic_;
   std::unique_ptr<RefWorker> ref_;
   std::unique_ptr<RolloutEngine> rollout_;
+  int64_t rollout_tp_ = 1;  // rollout.tensor_model_parallel_size
+  int rank_ = 0, world_ = 1;
   bool rollout_stale_ = true;  // the actor changed since the engine last got its weights
   std::unique_ptr<algos::KlController> kl_ctrl_;
   algos::RolloutCorrectionConfig rollout_correction_;  // algorithm.rollout_correction

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # FSDP on a real local cluster (issue #15): `verlctl up --local 2`, then the built-in PPO job on 2
-# ranks (2 nodes) with verl's default sharding (fsdp_size=-1) and every offload on
+# ranks (2 nodes) with verl's default sharding (fsdp_size=-1), the rollout tensor-parallel over
+# both ranks (rollout.tensor_model_parallel_size=2) and every offload on
 # (actor_rollout_ref.actor / critic.model / actor_rollout_ref.ref fsdp_config.param_offload,
 # optimizer_offload), the KL loss so that the reference is sharded too, and then the same with
 # LoRA adapters (lora_rank=16, added after the warm start; the reference = that base model).
 # Each job must SUCCEED, write the sharded checkpoint of both ranks (model_world_size_2_rank_{0,1}.pt), and learn: val/score/mean
 # after the RL steps above the score right after the warm start. Label "learning".
-# (rollout.tensor_model_parallel_size=2 is not implemented: the rollout is not tensor-parallel.)
 set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
@@ -27,7 +27,8 @@ check "up --local 2" '[ $? -eq 0 ]' || { echo "$err" >&2; exit 1; }
 
 offload="actor_rollout_ref.actor.fsdp_config.param_offload=true actor_rollout_ref.actor.fsdp_config.optimizer_offload=true
   critic.model.fsdp_config.param_offload=true critic.model.fsdp_config.optimizer_offload=true
-  actor_rollout_ref.ref.fsdp_config.param_offload=true actor_rollout_ref.actor.use_kl_loss=true"
+  actor_rollout_ref.ref.fsdp_config.param_offload=true actor_rollout_ref.actor.use_kl_loss=true
+  actor_rollout_ref.rollout.tensor_model_parallel_size=2"
 job="trainer.nnodes=2 trainer.n_gpus_per_node=1 trainer.total_training_steps=$STEPS trainer.test_freq=$STEPS
   trainer.val_before_train=true trainer.save_freq=$STEPS"
 
@@ -59,6 +60,7 @@ for variant in offload lora; do
   check "$variant: both ranks wrote their actor shards" '[ -s "$ck/actor/model_world_size_2_rank_0.pt" ] && [ -s "$ck/actor/model_world_size_2_rank_1.pt" ]'
   if [ $variant = offload ]; then
     check "offload: the sharded reference is in the checkpoint" '[ -s "$ck/ref/model_world_size_2_rank_1.pt" ]'
+    check "offload: the rollout is tensor-parallel over both ranks" 'grep -q "rollout: tensor-parallel, 1 group(s) of 2 ranks" <<<"$out"'
   else
     check "lora: no reference copy (the base model is the reference)" '[ ! -e "$ck/ref" ]'
     check "lora: the log says how many parameters are trainable" 'grep -q "actor: LoRA r=16" <<<"$out"'

@@ -135,6 +135,63 @@ TEST_P(PpoDistributed, TwoGlooRanksMatchOneRankOnTheDoubledBatch) {
   EXPECT_EQ(one[0]["response_length/mean"], two[0]["response_length/mean"]);
 }
 
+// rollout.tensor_model_parallel_size=2 on 4 ranks (two TP groups of two, each generating its
+// members' rows on a model cut in half) against the same 4 ranks each holding the whole rollout
+// model: the same samples (per-row seeds; logits equal up to the all-reduce's summation order),
+// so the same training. 15 validation prompts: the members of a group hold 4 and 3 of them.
+TEST(PpoTensorParallel, FourRanksInTwoTpGroupsTrainAsWithoutTp) {
+  std::vector<std::string> extra = {"trainer.total_training_steps=2", "trainer.val_before_train=true",
+                                    "trainer.test_freq=2", "data.builtin.val_size=15", "trainer.save_freq=-1"};
+  auto with_tp = extra;
+  with_tp.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
+  const std::string plain_dir = fresh_dir("tp1"), tp_dir = fresh_dir("tp2");
+  run_world(4, [&](Distributed& d) {
+    PpoTrainer t(small_job(plain_dir, extra), &d);
+    t.fit();
+  });
+  run_world(4, [&](Distributed& d) {
+    PpoTrainer t(small_job(tp_dir, with_tp), &d);
+    t.fit();
+  });
+  const auto plain = read_jsonl(plain_dir + "/metrics.jsonl");
+  const auto tp = read_jsonl(tp_dir + "/metrics.jsonl");
+  ASSERT_EQ(plain.size(), tp.size());
+  ASSERT_GE(plain.size(), 3u);  // step 0's validation, steps 1 and 2
+  size_t compared = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    for (const auto& [key, v] : plain[i].items()) {
+      ASSERT_TRUE(tp[i].contains(key)) << key;
+      if (is_timing(key) || !v.is_number()) continue;
+      const double a = v.get<double>(), b = tp[i][key].get<double>();
+      EXPECT_NEAR(a, b, 1e-4 * std::max(1.0, std::fabs(a))) << "row " << i << ": " << key;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 40u);
+  EXPECT_TRUE(plain[0].contains("val-core/arith/reward/mean@1") || plain[0].contains("val/score/mean")) << plain[0].dump();
+}
+
+TEST(PpoTensorParallel, ASizeThatDoesNotDivideTheRanksIsAnErrorNamingTheKey) {
+  try {
+    PpoTrainer t(small_job(fresh_dir("tp_one_rank"), {"actor_rollout_ref.rollout.tensor_model_parallel_size=2"}), nullptr);
+    FAIL() << "no throw";
+  } catch (const verl::Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("actor_rollout_ref.rollout.tensor_model_parallel_size=2 does not divide the job's 1 rank"),
+              std::string::npos) << e.what();
+  }
+  try {  // the slot engine is not tensor-parallel
+    run_world(2, [&](Distributed& d) {
+      PpoTrainer t(small_job(fresh_dir("tp_slot"), {"actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+                                                    "actor_rollout_ref.rollout.name=vllm"}), &d);
+    });
+    FAIL() << "no throw";
+  } catch (const verl::Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("slot engine is not tensor-parallel"), std::string::npos) << e.what();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, PpoDistributed, ::testing::Values("-1", "1"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            return i.param == "1" ? std::string("Replicated") : std::string("Sharded");
