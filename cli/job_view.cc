@@ -7,6 +7,7 @@
 #include "cli/output.h"
 #include "common/error.h"
 #include "common/job_config_view.h"
+#include "common/role_placement.h"
 #include "common/strings.h"
 #include "launcher/wire.h"
 
@@ -127,6 +128,15 @@ void print_job(std::ostream& out, const Json& j) {
     out << "  started:  " << clock_time(j["started_ms"].get<int64_t>());
     if (end) out << ", ended " << clock_time(end) << " (" << format_duration((end - j["started_ms"].get<int64_t>()) / 1000.0) << ")";
     out << "\n";
+  }
+  if (j.value("kind", std::string()) == "train" && j.contains("config")) {
+    // Role placement (common/role_placement.h): which of each node's GPUs every role uses.
+    try {
+      const RolePlacement roles = role_placement(j["config"], JobConfigView(j["config"]).n_gpus_per_node());
+      if (roles.named) out << "  roles:    " << roles.summary() << " (the job's GPUs on each node)\n";
+    } catch (const Error&) {
+      // a config the head accepted always parses; an older head's may not: no roles line
+    }
   }
   for (const auto& p : j.value("placement", Json::array())) {
     out << "  rank " << p.value("rank", 0) << ":   " << p.value("node", std::string("?")) << " (" << p.value("host", std::string("?"))

@@ -1,4 +1,6 @@
 #include "common/config_schema.h"
+#include "common/error.h"
+#include "common/role_placement.h"
 
 #include <algorithm>
 #include <map>
@@ -38,8 +40,8 @@ Rule list_of(const std::string& path, Type element) { Rule r; r.path = path; r.t
 // One name or a list of names, each one of choices.
 Rule strings_of(const std::string& path, std::vector<std::string> c) { Rule r; r.path = path; r.type = Type::kStrings; r.choices = std::move(c); return r; }
 
-const std::vector<std::string> kDevices = {"auto", "cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3",
-                                           "cuda:4", "cuda:5", "cuda:6", "cuda:7"};
+// A role's device (common/role_placement.h): its grammar is checked with the job's shape below.
+Rule device(const std::string& path) { Rule r; r.path = path; r.type = Type::kString; return r; }
 // Reasons for verl's names that verlctl refuses (Rule::refused).
 const char* const kNoSumPiSquared =
     "its baseline needs sum_pi_squared (the sum of squared token probabilities over the vocabulary at every "
@@ -86,7 +88,7 @@ std::vector<Rule> job_rules() {
       nullable("actor_rollout_ref.model.use_remove_padding", Type::kBool),
       nullable("actor_rollout_ref.model.enable_gradient_checkpointing", Type::kBool),
       nullable("critic.model.enable_gradient_checkpointing", Type::kBool),
-      choice("actor_rollout_ref.actor.device", kDevices),
+      device("actor_rollout_ref.actor.device"),
       positive("actor_rollout_ref.actor.ppo_mini_batch_size"),
       nullable("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", Type::kInt, 1),
       positive("actor_rollout_ref.actor.ppo_max_token_len_per_gpu"),
@@ -132,9 +134,10 @@ std::vector<Rule> job_rules() {
       at_least("actor_rollout_ref.rollout.val_kwargs.top_k", -1),
       range("actor_rollout_ref.rollout.val_kwargs.top_p", 0, 1),
       positive("actor_rollout_ref.rollout.val_kwargs.n"),
-      choice("actor_rollout_ref.ref.device", kDevices),
+      device("actor_rollout_ref.ref.device"),
+      device("actor_rollout_ref.rollout.device"),
       nullable("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", Type::kInt, 1),
-      choice("critic.device", kDevices),
+      device("critic.device"),
       typed("critic.ppo_mini_batch_size", Type::kInt, 1),
       nullable("critic.ppo_micro_batch_size_per_gpu", Type::kInt, 1),
       typed("critic.ppo_epochs", Type::kInt, 1),
@@ -372,6 +375,27 @@ void check_consistency(Kind kind, const Json& root, const std::map<std::string, 
          "max_prompt_length + max_response_length = " + std::to_string(ctx) + " exceeds max_position_embeddings " +
              std::to_string(geti(root, "actor_rollout_ref.model.max_position_embeddings")),
          "raise max_position_embeddings or shorten the prompt/response lengths");
+  // Role placement: each role's device names its GPUs (one per local rank in a list).
+  bool devices_ok = true;
+  const int per_node = static_cast<int>(geti(root, "trainer.n_gpus_per_node"));
+  for (const char* key : {"actor_rollout_ref.actor.device", "actor_rollout_ref.rollout.device",
+                          "actor_rollout_ref.ref.device", "critic.device"}) {
+    const Json* v = find(root, key);
+    if (!v || !v->is_string()) continue;
+    try {
+      for (int local = 0; local < std::max(1, per_node); ++local) role_gpu(key, v->get<std::string>(), local, per_node);
+    } catch (const Error& e) {
+      fail(key, e.what(), e.hint());
+      devices_ok = false;
+    }
+  }
+  if (devices_ok && per_node > 0) {
+    try {
+      role_placement(root, per_node);
+    } catch (const Error& e) {
+      fail("actor_rollout_ref.actor.device", e.what(), e.hint());
+    }
+  }
   // The rollout's tensor parallelism (trainer/tensor_parallel.h) cuts the heads and the MLP over
   // the group: a built-in model that cannot be cut is refused here; an HF model is checked when
   // its config.json is read, the world size when the ranks start.

@@ -13,6 +13,7 @@
 #include "launcher/wire.h"
 #include "launcher/rank_env.h"
 #include "launcher/scheduler.h"
+#include "common/role_placement.h"
 
 namespace verl::launcher {
 namespace {
@@ -728,7 +729,23 @@ void JobController::schedule(int64_t now_ms) {
         slots.push_back(std::move(s));
       }
       std::string why;
-      auto ranks = place({job.nnodes, job.n_gpus_per_node}, slots, &why);
+      PlacementRequest request{job.nnodes, job.n_gpus_per_node};
+      if (job.kind == JobKind::kTrain) {
+        // Roles that name GPUs (common/role_placement.h): the GPUs they use, and which each rank takes.
+        RolePlacement roles;
+        try {
+          roles = role_placement(job.config, job.n_gpus_per_node);
+        } catch (const Error& e) {  // validated at submit; a config from an older head may not be
+          pending_reason_[job.id] = std::string(e.what()) + " (" + e.hint() + ")";
+          train_blocked = true;
+          continue;
+        }
+        if (roles.named) {
+          request.gpus_per_node = roles.gpus_per_node;
+          request.rank_gpu_positions = roles.rank_gpus;  // number N: the N-th GPU reserved on the node
+        }
+      }
+      auto ranks = place(request, slots, &why);
       if (!ranks) {
         pending_reason_[job.id] = why;
         train_blocked = true;

@@ -24,13 +24,14 @@ RankEnv rank_env(const Placement& p, const std::vector<Placement>& attempt, cons
   for (const auto& q : attempt)
     if (q.rank < lowest) before.insert(q.node);
   e.group_rank = static_cast<int>(before.size());
-  std::vector<int> gpus;
+  // The node's GPUs of the job, ascending and each once (under role placement ranks share them).
+  std::set<int> gpus;
   for (const auto& q : attempt) {
     if (q.node != p.node) continue;
     ++e.local_world_size;
-    for (int g : device_gpus(q.device)) gpus.push_back(g);
+    for (int g : device_gpus(q.device)) gpus.insert(g);
   }
-  for (size_t i = 0; i < gpus.size(); ++i) e.visible_devices += (i ? "," : "") + std::to_string(gpus[i]);
+  for (int g : gpus) e.visible_devices += (e.visible_devices.empty() ? "" : ",") + std::to_string(g);
   return e;
 }
 

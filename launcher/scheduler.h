@@ -31,13 +31,17 @@ struct RankSlot {
   int rank = 0;
   std::string node, host;
   int local_rank = 0;
-  std::string device;  // cpu | cuda:<index>
+  std::string device;  // cpu | cuda:<index>[,<index>...] (several under role placement)
   int gpu = -1;        // the GPU index, -1 on a CPU node
 };
 
 struct PlacementRequest {
   int nnodes = 1;
-  int n_gpus_per_node = 1;
+  int n_gpus_per_node = 1;  // ranks per node
+  // Role placement (common/role_placement.h): GPUs reserved per GPU node (0: one per rank) and,
+  // per local rank, the positions among them that the rank uses (empty: rank i uses position i).
+  int gpus_per_node = 0;
+  std::vector<std::vector<int>> rank_gpu_positions;
 };
 
 // The ranks of a placement, or nullopt with *why ("needs 2 nodes with 1 free slot each; 1 of 1

@@ -255,6 +255,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
   r.free_cache_engine = get<bool>(c, rp + ".free_cache_engine");
   r.ignore_eos = get<bool>(c, rp + ".ignore_eos");
   r.tensor_model_parallel_size = get<int64_t>(c, rp + ".tensor_model_parallel_size");
+  r.device = get<std::string>(c, rp + ".device");
   if (const auto& sizes = at_path(c, rp + ".cudagraph_capture_sizes"); !sizes.is_null())
     for (const auto& v : sizes) r.cudagraph_capture_sizes.push_back(v.get<int64_t>());
 
@@ -328,6 +329,7 @@ JobConfig JobConfig::from_json(const nlohmann::json& c) {
     for (const auto& e : lg) t.logger.push_back(e.get<std::string>());
   }
   t.device = get<std::string>(c, "trainer.device");
+  t.n_gpus_per_node = get<int64_t>(c, "trainer.n_gpus_per_node");
   t.seed = get<int64_t>(c, "trainer.seed");
   t.total_epochs = get<int64_t>(c, "trainer.total_epochs");
   t.use_legacy_worker_impl = get<std::string>(c, "trainer.use_legacy_worker_impl");

@@ -141,6 +141,7 @@ struct RolloutConfig {
   bool free_cache_engine = true;
   std::vector<int64_t> cudagraph_capture_sizes;  // null: powers of two up to the slot count
   bool ignore_eos = false;
+  std::string device = "auto";  // auto: the actor's device
   // Ranks that generate together on one model cut over them (trainer/tensor_parallel.h).
   int64_t tensor_model_parallel_size = 1;
 };
@@ -202,6 +203,7 @@ struct TrainerLoopConfig {
   std::string experiment_name = "default";
   std::vector<std::string> logger = {"console"};
   std::string device = "auto";
+  int64_t n_gpus_per_node = 1;  // ranks per node: the length of a role's GPU list (common/role_placement.h)
   int64_t seed = 1;
   int64_t total_epochs = 1;
   // use_legacy_worker_impl: "disable" normalises the actor's losses by the global batch (verl's

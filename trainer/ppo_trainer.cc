@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "common/role_placement.h"
 #include "common/log.h"
 #include "text/char_tokenizer.h"
 #include "trainer/actor_worker.h"
@@ -32,8 +33,12 @@
 namespace verl::trainer {
 namespace {
 
-torch::Device resolve_device(const std::string& spec, const std::string& key,
-                             const std::string& trainer_device, int64_t local_rank) {
+// A role's device for this rank (common/role_placement.h): a GPU number or list names cuda:N of
+// the rank's view; auto / cuda the rank's own GPU, cpu the CPU.
+torch::Device resolve_device(const std::string& spec, const std::string& key, const std::string& trainer_device,
+                             int64_t local_rank, int64_t ranks_per_node) {
+  const int g = role_gpu(key, spec, static_cast<int>(local_rank), static_cast<int>(ranks_per_node));
+  if (g >= 0) return parse_device("cuda:" + std::to_string(g), key);
   std::string s = spec == "auto" ? trainer_device : spec;
   if (s == "auto") s = torch::cuda::is_available() ? "cuda" : "cpu";
   if (s == "cuda" && torch::cuda::is_available()) {
@@ -99,7 +104,8 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
       strategy_(make_data_parallel(dist)),
       actor_device_(torch::kCPU),
       critic_device_(torch::kCPU),
-      ref_device_(torch::kCPU) {
+      ref_device_(torch::kCPU),
+      rollout_device_(torch::kCPU) {
   const int64_t local_rank = dist ? dist->local_rank() : 0;
   rank_ = dist ? dist->rank() : 0;
   world_ = dist ? dist->world_size() : 1;
@@ -112,10 +118,15 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
                 "trainer.n_gpus_per_node), or set it to 1"};
   }
   const auto& t = config_.trainer;
-  actor_device_ = resolve_device(config_.actor.device, "actor_rollout_ref.actor.device", t.device, local_rank);
-  critic_device_ = resolve_device(config_.critic.device, "critic.device", t.device, local_rank);
-  ref_device_ = resolve_device(config_.ref.device, "actor_rollout_ref.ref.device", t.device, local_rank);
-  for (const auto& d : {actor_device_, critic_device_, ref_device_})
+  const int64_t per_node = t.n_gpus_per_node;
+  actor_device_ = resolve_device(config_.actor.device, "actor_rollout_ref.actor.device", t.device, local_rank, per_node);
+  critic_device_ = resolve_device(config_.critic.device, "critic.device", t.device, local_rank, per_node);
+  ref_device_ = resolve_device(config_.ref.device, "actor_rollout_ref.ref.device", t.device, local_rank, per_node);
+  rollout_device_ = config_.rollout.device == "auto"
+                        ? actor_device_
+                        : resolve_device(config_.rollout.device, "actor_rollout_ref.rollout.device", t.device,
+                                         local_rank, per_node);
+  for (const auto& d : {actor_device_, critic_device_, ref_device_, rollout_device_})
     limit_device_memory(d, config_.rollout.gpu_memory_utilization);
   const int64_t w = strategy_->dp_size();
   const auto& d = config_.data;
@@ -184,14 +195,14 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
                 "use actor_rollout_ref.rollout.name=native (the tensor-parallel loop), or tensor_model_parallel_size=1"};
   }
   if (slot_engine) {
-    rollout_ = std::make_unique<SlotRollout>(model_config_, actor_device_, SlotRolloutOptions::from(config_.rollout));
+    rollout_ = std::make_unique<SlotRollout>(model_config_, rollout_device_, SlotRolloutOptions::from(config_.rollout));
   } else if (rollout_tp_ > 1) {
     auto layout = TpLayout::of(model_config_, rollout_tp_, rank_ % rollout_tp_);
     rollout_ = std::make_unique<NativeRollout>(
-        model_config_, actor_device_,
+        model_config_, rollout_device_,
         std::make_unique<TensorParallel>(strategy_->distributed()->subgroup(rollout_group(), "rollout_tp"), layout));
   } else {
-    rollout_ = std::make_unique<NativeRollout>(model_config_, actor_device_);
+    rollout_ = std::make_unique<NativeRollout>(model_config_, rollout_device_);
   }
   const auto& kc = config_.algorithm.kl_ctrl;
   kl_ctrl_ = algos::make_kl_controller(kc.type, kc.kl_coef, kc.target_kl, kc.horizon);
@@ -205,6 +216,10 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
                 << count_parameters(*actor_->module()) << " actor parameters on "
                 << actor_device_.str() << ", " << train_.size() << " train / " << val_.size()
                 << " val prompts, world " << w << ", adv_estimator " << config_.algorithm.adv_estimator;
+    if (actor_device_ != rollout_device_ || actor_device_ != ref_device_ || (critic_ && actor_device_ != critic_device_))
+      log::Info() << "roles: actor " << actor_device_.str() << ", rollout " << rollout_device_.str() << ", ref "
+                  << ref_device_.str() << (critic_ ? ", critic " + critic_device_.str() : std::string())
+                  << " (rank 0)";
     if (rollout_tp_ > 1)
       log::Info() << "rollout: tensor-parallel, " << world_ / rollout_tp_ << " group(s) of " << rollout_tp_
                   << " ranks, each rank holding 1/" << rollout_tp_ << " of the rollout's weights ("
@@ -245,7 +260,7 @@ std::vector<int> PpoTrainer::rollout_group() const {
 }
 
 RolloutBatch PpoTrainer::group_generate(const std::vector<RolloutRequest>& members, const GenerateOptions& options) {
-  if (members.size() == 1) return rollout_->generate(members[0].prompts, options, members[0].seeds);
+  if (members.size() == 1) return on_actor_device(rollout_->generate(members[0].prompts, options, members[0].seeds));
   RolloutRequest all;
   int64_t mine = 0, count = 0;
   for (size_t m = 0; m < members.size(); ++m) {
@@ -256,7 +271,15 @@ RolloutBatch PpoTrainer::group_generate(const std::vector<RolloutRequest>& membe
     all.prompts.insert(all.prompts.end(), members[m].prompts.begin(), members[m].prompts.end());
     all.seeds.insert(all.seeds.end(), members[m].seeds.begin(), members[m].seeds.end());
   }
-  return slice_rows(rollout_->generate(all.prompts, options, all.seeds), mine, count);
+  return on_actor_device(slice_rows(rollout_->generate(all.prompts, options, all.seeds), mine, count));
+}
+
+RolloutBatch PpoTrainer::on_actor_device(RolloutBatch b) const {
+  if (rollout_device_ == actor_device_) return b;
+  for (auto* t : {&b.prompts, &b.responses, &b.input_ids, &b.attention_mask, &b.position_ids, &b.response_mask,
+                  &b.rollout_log_probs})
+    if (t->defined()) *t = t->to(actor_device_);
+  return b;
 }
 
 void PpoTrainer::record(int64_t step, const MetricMap& m) {
@@ -891,7 +914,7 @@ FitResult PpoTrainer::fit_sft() {
 void run_trainer(const nlohmann::json& config, bool sft_only) {
   const auto job = JobConfig::from_json(config);
   const auto device = resolve_device(job.actor.device, "actor_rollout_ref.actor.device", job.trainer.device,
-                                     Distributed::options_from_env().local_rank);
+                                     Distributed::options_from_env().local_rank, job.trainer.n_gpus_per_node);
   if (device.is_cpu() && keep_freed_host_memory())
     log::Debug() << "host allocator: large blocks from the heap, freed memory kept for reuse";
   Distributed dist(device);

@@ -92,6 +92,8 @@ class PpoTrainer {
   // generated together on the group's model; returns this rank's rows. Collective over the
   // group (every member passes the same requests). With tp = 1, members holds this rank's alone.
   RolloutBatch group_generate(const std::vector<RolloutRequest>& members, const GenerateOptions& options);
+  // The batch on the actor's device (role placement may put the rollout on another GPU).
+  RolloutBatch on_actor_device(RolloutBatch batch) const;
   // The global ranks of this rank's rollout TP group (consecutive ranks; this rank alone at tp 1).
   std::vector<int> rollout_group() const;
   void compute_advantages(StepBatch& sb, MetricMap& m);
@@ -123,7 +125,7 @@ class PpoTrainer {
   std::shared_ptr<const text::Tokenizer> tokenizer_;
   PromptDataset train_, val_;
   std::unique_ptr<DataSampler> sampler_, sft_sampler_;
-  torch::Device actor_device_, critic_device_, ref_device_;
+  torch::Device actor_device_, critic_device_, ref_device_, rollout_device_;
   ModelConfig model_config_;
   std::unique_ptr<ActorWorker> actor_;
   std::unique_ptr<CriticWorker> critic_;

@@ -449,6 +449,56 @@ TEST(JobController, JobsPlacedInOnePassGetDistinctGpus) {
   EXPECT_TRUE(store.placements(ids[2]).empty()) << "both GPUs are taken";
 }
 
+// The seed's device mapping: actor and reference on GPUs 0-3, rollout and critic on 4-7, four
+// ranks on an 8-GPU node: each rank gets its actor's and its critic's GPU, and all see the 8.
+TEST(JobController, RolePlacementGivesEachRankTheGpusOfItsRoles) {
+  JobStore store(":memory:");
+  NodeRegistry registry(":memory:");
+  ControllerOptions o;
+  o.heartbeat_timeout_ms = 1000;
+  JobController ctl(store, registry, o);
+  Resources r;
+  r.cpus = 8;
+  r.gpus = 8;
+  const auto node = registry.register_node("node-0", "host-a", 1, r, 0);
+  SubmitError e;
+  auto j = ctl.submit(Json{{"kind", "train"},
+                           {"overrides",
+                            {"trainer.nnodes=1", "trainer.n_gpus_per_node=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+                             "critic.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.device=cuda:0,1,2,3",
+                             "actor_rollout_ref.ref.device=cuda:0,1,2,3", "actor_rollout_ref.rollout.device=cuda:4,5,6,7",
+                             "critic.device=cuda:4,5,6,7"}}},
+                      100, &e);
+  ASSERT_TRUE(j) << e.error;
+  ctl.tick(200);
+  const auto p = store.placements(j->id);
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].device, "cuda:0,4");
+  EXPECT_EQ(p[3].device, "cuda:3,7");
+  registry.heartbeat(node.id, 300);
+  const Json orders = Json(ctl.heartbeat(node, {}, "10.0.0.1", "/w", 300));
+  ASSERT_EQ(orders.size(), 4u);
+  EXPECT_TRUE(has_env(orders[1], "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7")) << orders[1].dump();
+  EXPECT_TRUE(has_env(orders[1], "LOCAL_RANK=1"));
+  // A second such job does not fit beside it: the GPUs are all the first job's.
+  auto k = ctl.submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}}}, 400, &e);
+  ASSERT_TRUE(k) << e.error;
+  ctl.tick(500);
+  EXPECT_TRUE(store.placements(k->id).empty());
+}
+
+TEST(JobController, ARoleGpuListOfTheWrongLengthIsRefusedNamingTheKey) {
+  Cluster c;
+  SubmitError e;
+  auto j = c.ctl->submit(Json{{"kind", "train"},
+                              {"overrides", {"trainer.n_gpus_per_node=2", "critic.device=cuda:0,1,2"}}},
+                         100, &e);
+  ASSERT_FALSE(j);
+  bool named = false;
+  for (const auto& i : e.issues) named |= i.path == "critic.device";
+  EXPECT_TRUE(named) << e.error;
+}
+
 Json preflight_ended(const std::string& task, Json report) {
   return {{"task", task}, {"state", "exited"}, {"exit_code", 0}, {"result", std::move(report)}};
 }

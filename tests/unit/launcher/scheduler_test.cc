@@ -91,5 +91,21 @@ TEST(Scheduler, DeclaredCpusBoundTheRanksACpuNodeTakes) {
   EXPECT_EQ((*r)[0].node, "small");
 }
 
+// Role placement (common/role_placement.h): 2 ranks per node on 4 GPUs, rank i using GPU numbers
+// {i, i + 2} (actor on 0,1; critic on 2,3), on a node whose GPUs 0 and 3 are busy.
+TEST(Scheduler, RolePlacementReservesTheRolesGpusAndGivesEachRankItsOwn) {
+  PlacementRequest req{1, 2};
+  req.gpus_per_node = 4;
+  req.rank_gpu_positions = {{0, 2}, {1, 3}};
+  std::string why;
+  auto r = place(req, {gpu("a", 6, {0, 3})}, &why);
+  ASSERT_TRUE(r) << why;
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].device, "cuda:1,4");  // free GPUs 1, 2, 4, 5 are numbers 0..3
+  EXPECT_EQ((*r)[1].device, "cuda:2,5");
+  EXPECT_FALSE(place(req, {gpu("a", 5, {0, 3})}, &why));
+  EXPECT_NE(why.find("4 free slots each (role placement: 2 ranks on 4 GPUs)"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace verl::launcher
