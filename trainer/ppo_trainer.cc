@@ -188,22 +188,15 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
   }
   // vllm / sglang name a serving engine: verlctl's is the slot engine; native and hf the loop.
   const bool slot_engine = config_.rollout.name == "vllm" || config_.rollout.name == "sglang";
-  if (slot_engine && rollout_tp_ > 1) {
-    throw Error{ExitCode::kInvalidConfig,
-                std::string(kTpKey) + "=" + std::to_string(rollout_tp_) + " with actor_rollout_ref.rollout.name=" +
-                    config_.rollout.name + ": verlctl's slot engine is not tensor-parallel",
-                "use actor_rollout_ref.rollout.name=native (the tensor-parallel loop), or tensor_model_parallel_size=1"};
-  }
-  if (slot_engine) {
-    rollout_ = std::make_unique<SlotRollout>(model_config_, rollout_device_, SlotRolloutOptions::from(config_.rollout));
-  } else if (rollout_tp_ > 1) {
-    auto layout = TpLayout::of(model_config_, rollout_tp_, rank_ % rollout_tp_);
-    rollout_ = std::make_unique<NativeRollout>(
-        model_config_, rollout_device_,
-        std::make_unique<TensorParallel>(strategy_->distributed()->subgroup(rollout_group(), "rollout_tp"), layout));
-  } else {
-    rollout_ = std::make_unique<NativeRollout>(model_config_, rollout_device_);
-  }
+  std::unique_ptr<TensorParallel> tp_group;
+  if (rollout_tp_ > 1)
+    tp_group = std::make_unique<TensorParallel>(strategy_->distributed()->subgroup(rollout_group(), "rollout_tp"),
+                                                TpLayout::of(model_config_, rollout_tp_, rank_ % rollout_tp_));
+  if (slot_engine)
+    rollout_ = std::make_unique<SlotRollout>(model_config_, rollout_device_, SlotRolloutOptions::from(config_.rollout),
+                                             std::move(tp_group));
+  else
+    rollout_ = std::make_unique<NativeRollout>(model_config_, rollout_device_, std::move(tp_group));
   const auto& kc = config_.algorithm.kl_ctrl;
   kl_ctrl_ = algos::make_kl_controller(kc.type, kc.kl_coef, kc.target_kl, kc.horizon);
   const auto& al = config_.algorithm;
@@ -222,9 +215,9 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
                   << " (rank 0)";
     if (rollout_tp_ > 1)
       log::Info() << "rollout: tensor-parallel, " << world_ / rollout_tp_ << " group(s) of " << rollout_tp_
-                  << " ranks, each rank holding 1/" << rollout_tp_ << " of the rollout's weights ("
-                  << count_parameters(*dynamic_cast<NativeRollout&>(*rollout_).model()) << " of "
-                  << count_parameters(*actor_->module()) << " parameters)";
+                  << " ranks, each rank holding 1/" << rollout_tp_
+                  << " of the rollout's attention, MLP, embedding and LM head"
+                  << (slot_engine ? " (the slot engine runs eagerly: no CUDA graphs)" : "");
     if (config_.rollout.name != "native")
       log::Info() << "rollout: actor_rollout_ref.rollout.name=" << config_.rollout.name << " selects verlctl's "
                   << (slot_engine ? "slot engine (KV-cache slots, continuous batching, CUDA graphs on GPUs)"

@@ -94,14 +94,18 @@ class SlotRollout::Graphs {
 #endif
 };
 
-SlotRollout::SlotRollout(const ModelConfig& config, const torch::Device& device, SlotRolloutOptions options)
-    : config_(config),
+SlotRollout::SlotRollout(const ModelConfig& config, const torch::Device& device, SlotRolloutOptions options,
+                         std::unique_ptr<TensorParallel> tp)
+    : full_config_(config),
+      tp_(std::move(tp)),
+      config_(tp_ ? tp_->layout().shard_config(config) : config),
       device_(device),
       options_(std::move(options)),
       dt_(config.compute_dtype),
       sample_dtype_(device.is_cuda() ? torch::kFloat32 : torch::kFloat64),
-      model_(CausalLm(config, torch::TensorOptions().device(device).dtype(config.compute_dtype))),
+      model_(CausalLm(config_, torch::TensorOptions().device(device).dtype(config.compute_dtype))),
       graphs_(std::make_unique<Graphs>()) {
+  if (tp_) options_.enforce_eager = true;  // the group's collectives stay outside CUDA graphs
   if (options_.max_num_seqs < 1 || options_.max_num_batched_tokens < 1 || options_.steps_per_check < 1)
     throw Error{ExitCode::kInvalidConfig, "rollout: max_num_seqs and max_num_batched_tokens must be positive", ""};
   for (auto& p : model_->parameters()) p.set_requires_grad(false);
@@ -147,7 +151,14 @@ SlotRollout::SlotRollout(const ModelConfig& config, const torch::Device& device,
 SlotRollout::~SlotRollout() = default;
 
 void SlotRollout::load_weights(const NamedTensors& weights) {
-  load_named_weights(*model_, weights);
+  if (tp_) {
+    const TpLayout& layout = tp_->layout();
+    load_named_weights(*model_, weights, [&](const std::string& name, const torch::Tensor& full) {
+      return layout.shard(name, full, full_config_);
+    });
+  } else {
+    load_named_weights(*model_, weights);
+  }
   // The fp32 norm copies (when the parameters are bf16) from the unrounded source.
   torch::NoGradGuard no_grad;
   const auto params = model_->named_parameters();
@@ -170,6 +181,21 @@ torch::Tensor SlotRollout::lin(const torch::Tensor& x, const torch::Tensor& w, c
   return project(x, w, b, dt_);
 }
 
+torch::Tensor SlotRollout::row_out(const torch::Tensor& y) const {
+  auto out = y.to(torch::kFloat32);
+  if (tp_) tp_->all_reduce(out);
+  return out;
+}
+
+torch::Tensor SlotRollout::embed(const torch::Tensor& ids) const {
+  return (tp_ ? tp_->embed(embed_, ids) : torch::embedding(embed_, ids)).to(torch::kFloat32);
+}
+
+torch::Tensor SlotRollout::logits_of(const torch::Tensor& hidden) const {
+  auto z = lin(hidden, lm_w_, torch::Tensor()).to(torch::kFloat32);
+  return tp_ ? tp_->gather_vocab(z) : z;
+}
+
 std::pair<torch::Tensor, torch::Tensor> SlotRollout::rope(const torch::Tensor& positions) const {
   auto freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;
   auto emb = torch::cat({freqs, freqs}, -1);
@@ -179,8 +205,7 @@ std::pair<torch::Tensor, torch::Tensor> SlotRollout::rope(const torch::Tensor& p
 torch::Tensor SlotRollout::mlp(const Layer& l, const torch::Tensor& x) const {
   auto gu = lin(x, l.gate_up_w, l.gate_up_b);
   const int64_t inter = config_.intermediate_size;
-  return lin(torch::silu(gu.narrow(-1, 0, inter)) * gu.narrow(-1, inter, inter), l.down_w, l.down_b)
-      .to(torch::kFloat32);
+  return row_out(lin(torch::silu(gu.narrow(-1, 0, inter)) * gu.narrow(-1, inter, inter), l.down_w, l.down_b));
 }
 
 std::pair<torch::Tensor, torch::Tensor> SlotRollout::rotated_qk(const Layer& l, const torch::Tensor& qkv,
@@ -252,7 +277,7 @@ void SlotRollout::decode_step(int64_t b, const Sampler& s) {
   auto active = active_.narrow(0, 0, b);
   const bool fused = kFusedKernels && device_.is_cuda();
 
-  auto x = torch::embedding(embed_, tok).to(torch::kFloat32);  // [b, H]
+  auto x = embed(tok);  // [b, H]
   auto cos = rope_cos_.index_select(0, len).unsqueeze(1), sin = rope_sin_.index_select(0, len).unsqueeze(1);
   auto valid = positions_.unsqueeze(0) <= len.unsqueeze(1);  // [b, L]: the keys so far and this one
   if (config_.sliding_window > 0)
@@ -284,10 +309,10 @@ void SlotRollout::decode_step(int64_t b, const Sampler& s) {
       auto scores = torch::matmul(qg, kc.transpose(2, 3)).to(torch::kFloat32) * scale;  // [b, kvh, g, L]
       o = torch::matmul(torch::softmax(scores + mask, -1).to(dt_), vc);
     }
-    x = x + lin(o.reshape({b, h * d}), l.o_w, l.o_b).to(torch::kFloat32);
+    x = x + row_out(lin(o.reshape({b, h * d}), l.o_w, l.o_b));
     x = x + mlp(l, rms(x, l.post_norm));
   }
-  auto logits = lin(rms(x, final_norm_), lm_w_, torch::Tensor()).to(torch::kFloat32);  // [b, V]
+  auto logits = logits_of(rms(x, final_norm_));  // [b, V]
 
   auto u = unif_.narrow(0, 0, b).gather(1, rpos.clamp_max(R - 1).unsqueeze(1)).squeeze(1);
   auto [next, lp] = sample(logits, u, s);
@@ -459,7 +484,7 @@ void SlotRollout::prefill_chunk(const std::vector<std::vector<int64_t>>& unique,
   const auto slot_unique_t = long_tensor(slot_unique, device_);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
 
-  auto x = torch::embedding(embed_, ids).to(torch::kFloat32);  // [u, tp, H]
+  auto x = embed(ids);  // [u, tp, H]
   for (size_t i = 0; i < layers_.size(); ++i) {
     const auto& l = layers_[i];
     auto qkv = lin(rms(x, l.in_norm), l.qkv_w, l.qkv_b);  // [u, tp, (h + 2 kvh) d]
@@ -484,12 +509,12 @@ void SlotRollout::prefill_chunk(const std::vector<std::vector<int64_t>>& unique,
       o = torch::matmul(torch::softmax(scores + mask, -1).to(dt_), v.unsqueeze(2));  // [u,kvh,g,tp,d]
       o = o.reshape({u, h, tp, d}).transpose(1, 2).reshape({u, tp, h * d});
     }
-    x = x + lin(o, l.o_w, l.o_b).to(torch::kFloat32);
+    x = x + row_out(lin(o, l.o_w, l.o_b));
     x = x + mlp(l, rms(x, l.post_norm));
   }
   auto last_idx = (long_tensor(plen, device_) - 1).view({u, 1, 1}).expand({u, 1, x.size(2)});
   auto last = x.gather(1, last_idx).squeeze(1);  // [u, H]
-  auto logits = lin(rms(last, final_norm_), lm_w_, torch::Tensor()).to(torch::kFloat32).index_select(0, slot_unique_t);
+  auto logits = logits_of(rms(last, final_norm_)).index_select(0, slot_unique_t);
   stats_.prefill_forwards += 1;
   stats_.prefill_tokens += u * tp;
 

@@ -43,6 +43,7 @@
 
 #include "trainer/model.h"
 #include "trainer/rollout_engine.h"
+#include "trainer/tensor_parallel.h"
 
 namespace verl::trainer {
 
@@ -83,8 +84,13 @@ std::pair<torch::Tensor, torch::Tensor> sample_inverse_cdf_blocked(const torch::
 class SlotRollout final : public RolloutEngine {
  public:
   // The engine's model: built for `config` on `device` with parameters in the compute dtype
-  // (weights come from load_weights).
-  SlotRollout(const ModelConfig& config, const torch::Device& device, SlotRolloutOptions options);
+  // (weights come from load_weights). With `tp` (rollout.tensor_model_parallel_size > 1) the
+  // model is this rank's shard (trainer/tensor_parallel.h), load_weights keeps this rank's piece
+  // of the full weights, and generate is collective over the group (every member calls it with
+  // the same prompts and seeds and gets the same batch); the decode step then runs eagerly (no
+  // CUDA graphs around the group's collectives).
+  SlotRollout(const ModelConfig& config, const torch::Device& device, SlotRolloutOptions options,
+              std::unique_ptr<TensorParallel> tp = nullptr);
   ~SlotRollout() override;
 
   RolloutBatch generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options,
@@ -148,7 +154,14 @@ class SlotRollout final : public RolloutEngine {
   // Moves the slots `live` (ascending) to [0, live.size()).
   void compact(const std::vector<int64_t>& live);
 
-  ModelConfig config_;
+  // The layers' outputs summed over the TP group (row-parallel o_proj / down_proj), in fp32.
+  torch::Tensor row_out(const torch::Tensor& y) const;
+  torch::Tensor embed(const torch::Tensor& ids) const;
+  torch::Tensor logits_of(const torch::Tensor& hidden) const;  // [.., V] over the whole vocabulary
+
+  ModelConfig full_config_;
+  std::unique_ptr<TensorParallel> tp_;
+  ModelConfig config_;  // this rank's shard's (the full model's without tp)
   torch::Device device_;
   SlotRolloutOptions options_;
   torch::Dtype dt_;             // compute dtype = parameter and cache dtype

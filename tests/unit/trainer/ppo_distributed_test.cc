@@ -139,12 +139,16 @@ TEST_P(PpoDistributed, TwoGlooRanksMatchOneRankOnTheDoubledBatch) {
 // members' rows on a model cut in half) against the same 4 ranks each holding the whole rollout
 // model: the same samples (per-row seeds; logits equal up to the all-reduce's summation order),
 // so the same training. 15 validation prompts: the members of a group hold 4 and 3 of them.
-TEST(PpoTensorParallel, FourRanksInTwoTpGroupsTrainAsWithoutTp) {
+// Both engines: the native loop and the slot engine (rollout.name=vllm).
+class PpoTensorParallelEngines : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PpoTensorParallelEngines, FourRanksInTwoTpGroupsTrainAsWithoutTp) {
   std::vector<std::string> extra = {"trainer.total_training_steps=2", "trainer.val_before_train=true",
-                                    "trainer.test_freq=2", "data.builtin.val_size=15", "trainer.save_freq=-1"};
+                                    "trainer.test_freq=2", "data.builtin.val_size=15", "trainer.save_freq=-1",
+                                    "actor_rollout_ref.rollout.name=" + GetParam()};
   auto with_tp = extra;
   with_tp.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
-  const std::string plain_dir = fresh_dir("tp1"), tp_dir = fresh_dir("tp2");
+  const std::string plain_dir = fresh_dir("tp1_" + GetParam()), tp_dir = fresh_dir("tp2_" + GetParam());
   run_world(4, [&](Distributed& d) {
     PpoTrainer t(small_job(plain_dir, extra), &d);
     t.fit();
@@ -171,6 +175,8 @@ TEST(PpoTensorParallel, FourRanksInTwoTpGroupsTrainAsWithoutTp) {
   EXPECT_TRUE(plain[0].contains("val-core/arith/reward/mean@1") || plain[0].contains("val/score/mean")) << plain[0].dump();
 }
 
+INSTANTIATE_TEST_SUITE_P(Engines, PpoTensorParallelEngines, ::testing::Values("native", "vllm"));
+
 TEST(PpoTensorParallel, ASizeThatDoesNotDivideTheRanksIsAnErrorNamingTheKey) {
   try {
     PpoTrainer t(small_job(fresh_dir("tp_one_rank"), {"actor_rollout_ref.rollout.tensor_model_parallel_size=2"}), nullptr);
@@ -179,16 +185,6 @@ TEST(PpoTensorParallel, ASizeThatDoesNotDivideTheRanksIsAnErrorNamingTheKey) {
     EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
     EXPECT_NE(std::string(e.what()).find("actor_rollout_ref.rollout.tensor_model_parallel_size=2 does not divide the job's 1 rank"),
               std::string::npos) << e.what();
-  }
-  try {  // the slot engine is not tensor-parallel
-    run_world(2, [&](Distributed& d) {
-      PpoTrainer t(small_job(fresh_dir("tp_slot"), {"actor_rollout_ref.rollout.tensor_model_parallel_size=2",
-                                                    "actor_rollout_ref.rollout.name=vllm"}), &d);
-    });
-    FAIL() << "no throw";
-  } catch (const verl::Error& e) {
-    EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
-    EXPECT_NE(std::string(e.what()).find("slot engine is not tensor-parallel"), std::string::npos) << e.what();
   }
 }
 

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "tests/unit/trainer/rank_harness.h"
 #include "trainer/native_rollout.h"
+#include "trainer/slot_rollout.h"
 
 namespace verl::trainer {
 namespace {
@@ -157,6 +158,36 @@ TEST_P(TensorParallelRollout, SamplesTheTokensOfOneRankHoldingTheWholeModel) {
     const auto got = engine->generate(prompts(), o, seeds);
     EXPECT_TRUE(torch::equal(got.responses, expected.responses)) << got.responses << expected.responses;
     EXPECT_EQ(got.response_lengths, expected.response_lengths);
+    EXPECT_TRUE(torch::allclose(got.rollout_log_probs, expected.rollout_log_probs, 1e-5, 1e-5));
+  });
+}
+
+// The slot engine (rollout.name vllm / sglang) cut the same way: its tokens are those of the
+// slot engine holding the whole model, with few slots so that sequences wait and refill.
+TEST_P(TensorParallelRollout, TheSlotEngineSamplesAsItsWholeModelDoes) {
+  const auto p = GetParam();
+  const auto c = config(p.heads, p.kv_heads, p.bias);
+  auto whole = full_model(c);
+  GenerateOptions o;
+  o.sampling.do_sample = true;
+  o.sampling.temperature = 1.0;
+  o.max_response_length = 10;
+  o.stop_token_ids = {2};
+  std::vector<uint64_t> seeds;
+  for (size_t i = 0; i < prompts().size(); ++i) seeds.push_back(row_seed(9, 2, i));
+  SlotRolloutOptions so;
+  so.max_num_seqs = 2;
+  SlotRollout one(c, torch::kCPU, so);
+  one.load_weights(named(whole));
+  const auto expected = one.generate(prompts(), o, seeds);
+  run_ranks(static_cast<int>(p.tp), [&](Distributed& d) {
+    std::vector<int> ranks;
+    for (int i = 0; i < p.tp; ++i) ranks.push_back(i);
+    auto tp = std::make_unique<TensorParallel>(d.subgroup(ranks, "slot_tp"), TpLayout::of(c, p.tp, d.rank()));
+    SlotRollout engine(c, torch::kCPU, so, std::move(tp));
+    engine.load_weights(named(whole));
+    const auto got = engine.generate(prompts(), o, seeds);
+    EXPECT_TRUE(torch::equal(got.responses, expected.responses)) << got.responses << expected.responses;
     EXPECT_TRUE(torch::allclose(got.rollout_log_probs, expected.rollout_log_probs, 1e-5, 1e-5));
   });
 }
