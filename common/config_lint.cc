@@ -74,7 +74,8 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
   }
   // 4. Small GPU memory: the training state per GPU under the roles' strategies (trainer/
   //    module_engine.h): fp32 weights 4 B/param, gradients 4, Adam moments 8; FSDP divides each
-  //    by the rank count, param_offload moves weights + gradients to the CPU, optimizer_offload
+  //    by the shard group's size (the rank count for fsdp_size=-1, fsdp_size for hybrid sharding's
+  //    groups, 1 for fsdp_size=1), param_offload moves weights + gradients to the CPU, optimizer_offload
   //    the moments. The critic (GAE) is a second model; the reference (KL) a third, frozen.
   const double gpu_gib = gpu_memory_gib;
   const double gib = 1024.0 * 1024 * 1024;
@@ -99,7 +100,7 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
     const Json* oo = find(job, base + ".optimizer_offload");
     const bool param_off = po && po->is_boolean() && po->get<bool>();
     const bool optim_off = oo && oo->is_boolean() && oo->get<bool>();
-    const double shards = (ranks > 1 && fsdp_size != 1) ? ranks : 1;
+    const double shards = ranks <= 1 || fsdp_size == 1 ? 1 : fsdp_size > 1 && fsdp_size < ranks ? fsdp_size : ranks;
     double bytes = param_off ? 0 : (r.trainable ? 8 : 4) * params / shards;
     if (r.trainable && !optim_off) bytes += 8 * params / shards;
     any_offload_off |= !param_off || (r.trainable && !optim_off);
@@ -115,7 +116,7 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
          std::string(any_offload_off ? "offload parameters/optimizer to CPU (actor_rollout_ref.actor.fsdp_config."
                                        "param_offload=true, optimizer_offload=true; critic.model.fsdp_config.*) or "
                                      : "") +
-             "shard over more GPUs (fsdp_config.fsdp_size=-1 over more ranks)");
+             "shard over more GPUs (fsdp_config.fsdp_size=-1 over more ranks, or a larger fsdp_size)");
   }
   // 5. GRPO compares samples of one prompt: with n=1 every advantage is zero.
   const bool grouped = est && est->is_string() &&

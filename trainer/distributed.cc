@@ -129,8 +129,15 @@ struct Distributed::Impl {
     return device_only && !t.is_cuda() ? t.to(device) : t;
   }
 
-  // Seconds this rank spent in collectives: waiting for its peers and moving the data.
-  double comm_s = 0;
+  // Seconds this rank spent in collectives: waiting for its peers and moving the data. A
+  // subgroup's time is added to its parent's too (parent_comm_s, shared so that either may end
+  // first), so that the world's comm_seconds covers the mesh.
+  std::shared_ptr<double> comm_s = std::make_shared<double>(0.0);
+  std::shared_ptr<double> parent_comm_s;
+  void add_comm(double seconds) {
+    *comm_s += seconds;
+    if (parent_comm_s) *parent_comm_s += seconds;
+  }
 
   // NCCL's wait() returns once the work is queued on the device: a CUDA group synchronises the
   // device before a collective starts (so that earlier compute is not counted) and after it ends,
@@ -144,7 +151,7 @@ struct Distributed::Impl {
     try {
       work->wait(timeout);
       sync();
-      comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      add_comm(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     } catch (const std::exception& e) {
       throw Error{ExitCode::kFailure,
                   "rank " + std::to_string(rank) + ": " + what + " failed: " + e.what(),
@@ -160,7 +167,7 @@ struct Distributed::Impl {
     sync();
     const auto t0 = std::chrono::steady_clock::now();
     auto work = pg->allreduce(v, opts);
-    comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // Gloo may run it here
+    add_comm(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());  // Gloo may run it here
     wait(work, what);
     if (!v[0].is_same(t)) t.copy_(v[0]);
   }
@@ -298,12 +305,18 @@ std::unique_ptr<Distributed> Distributed::subgroup(const std::vector<int>& ranks
     key += (i == 0 ? ":" : ",") + std::to_string(r);
   }
   if (mine < 0) return nullptr;
+  // The n-th group of these ranks and name meets under its own prefix: the keys an earlier one
+  // left in the store (its rendezvous) must not be read by a later one.
+  const int n = subgroup_calls_[key]++;
+  if (n > 0) key += "#" + std::to_string(n);
   DistributedOptions o = options_;
   o.rank = mine;
   o.world_size = static_cast<int>(ranks.size());
   o.store_is_external = true;  // the world's store is up: every member is its client
   o.store_prefix = key;
-  return std::make_unique<Distributed>(o, impl_ ? impl_->device : torch::Device(torch::kCPU));
+  auto group = std::make_unique<Distributed>(o, impl_ ? impl_->device : torch::Device(torch::kCPU));
+  if (group->impl_ && impl_) group->impl_->parent_comm_s = impl_->comm_s;
+  return group;
 }
 
 void Distributed::all_reduce_gradients(const std::vector<torch::Tensor>& params,
@@ -462,7 +475,7 @@ void Distributed::reduce_scatter_sum(torch::Tensor& shard, torch::Tensor& full) 
   shard.copy_(full.narrow(0, rank() * n, n));
 }
 
-double Distributed::comm_seconds() const { return impl_ ? impl_->comm_s : 0.0; }
+double Distributed::comm_seconds() const { return impl_ ? *impl_->comm_s : 0.0; }
 
 void Distributed::barrier() {
   if (!is_distributed()) return;

@@ -75,7 +75,9 @@ class Distributed {
   // under a prefix of their own, so groups of the same name over different ranks never mix.
   // Returns null when this rank is not in `ranks`. A group of one rank has no process group (its
   // collectives are no-ops). Throws verl::Error kInvalidConfig for a rank outside the world or
-  // repeated. Blocks until every member joined (options().timeout).
+  // repeated. Blocks until every member joined (options().timeout). Calling it again with the
+  // same ranks and name makes a new group (a recreated engine's): each member's n-th call meets
+  // the others' n-th call. The group's time in collectives counts in this one's comm_seconds too.
   std::unique_ptr<Distributed> subgroup(const std::vector<int>& ranks, const std::string& name) const;
 
   // "none" (one rank), "gloo" or "nccl".
@@ -111,14 +113,15 @@ class Distributed {
   void barrier();
 
   // Seconds this rank has spent in collectives since it joined (gradient all-reduce, metric and
-  // count reductions, broadcasts, barriers): the time waiting for the slowest peer and moving
-  // the data. On CUDA the device is synchronised around each collective to measure it. 0 with
+  // count reductions, broadcasts, barriers; its subgroups' too): the time waiting for the slowest
+  // peer and moving the data. On CUDA the device is synchronised around each collective to measure it. 0 with
   // one rank. The PPO loop takes the step's difference as timing_s/comm.
   double comm_seconds() const;
 
  private:
   struct Impl;
   DistributedOptions options_;
+  mutable std::map<std::string, int> subgroup_calls_;  // per subgroup key (name and ranks): calls so far
   std::string backend_name_ = "none";
   std::unique_ptr<Impl> impl_;
 };

@@ -62,6 +62,9 @@ struct Unit {
   int holds = 0;
 };
 
+// Written into every model file: the size of the shard group its shards were cut for.
+constexpr const char* kShardGroupKey = "shard_group_size";
+
 std::string model_file(int64_t world, int64_t rank) {
   return "model_world_size_" + std::to_string(world) + "_rank_" + std::to_string(rank) + ".pt";
 }
@@ -84,12 +87,8 @@ struct ShardedLayerFn : public torch::autograd::Function<ShardedLayerFn> {
 class ShardedEngine final : public ModuleEngine, public LayerRunner {
  public:
   ShardedEngine(torch::nn::Module& module, Distributed* dist, const torch::Device& device, const EngineSpec& spec)
-      : dist_(dist),
-        device_(device),
-        spec_(spec),
-        shard_device_(spec.fsdp.param_offload ? torch::Device(torch::kCPU) : device),
-        world_(dist ? dist->world_size() : 1),
-        rank_(dist ? dist->rank() : 0) {
+      : device_(device), spec_(spec), shard_device_(spec.fsdp.param_offload ? torch::Device(torch::kCPU) : device) {
+    form_mesh(dist);
     for (const auto& child : module.named_children()) {
       if (child.key() == "model") backbone_ = std::dynamic_pointer_cast<BackboneImpl>(child.value()).get();
     }
@@ -154,6 +153,7 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
     }
     // One host sync for this rank's sum of squares, one collective for the group's.
     auto sq = squares.empty() ? torch::zeros({1}, torch::kFloat64) : torch::stack(squares).sum().reshape({1}).to(torch::kCPU);
+    // Over the shard group only: the other groups hold the same shards (hybrid sharding).
     if (dist_ != nullptr) dist_->all_reduce_sum(sq);
     const double norm = std::sqrt(sq.item<double>());
     if (!std::isfinite(norm)) return norm;
@@ -197,8 +197,9 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
   void save_shards(const std::string& dir, torch::optim::Optimizer* optimizer) const override {
     torch::serialize::OutputArchive model;
     model.write("layout", c10::IValue(layout()));
+    model.write(kShardGroupKey, torch::tensor(world_, torch::kInt64));
     for (const auto& u : units_) model.write(u.name, u.shard.detach().to(torch::kCPU));
-    write_archive(model, (fs::path(dir) / model_file(world_, rank_)).string());
+    write_archive(model, (fs::path(dir) / model_file(global_world_, global_rank_)).string());
     if (optimizer == nullptr) return;
     torch::serialize::OutputArchive optim;
     optim.write("layout", c10::IValue(layout()));
@@ -211,22 +212,42 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
       optim.write(name + ".exp_avg", s->exp_avg().to(torch::kCPU));
       optim.write(name + ".exp_avg_sq", s->exp_avg_sq().to(torch::kCPU));
     }
-    write_archive(optim, (fs::path(dir) / optim_file(world_, rank_)).string());
+    write_archive(optim, (fs::path(dir) / optim_file(global_world_, global_rank_)).string());
   }
 
   void load_shards(const std::string& dir, torch::optim::Optimizer* optimizer) override {
     const int64_t saved_world = find_saved_world(dir);
-    // Each unit's saved shards, in rank order; one rank's file only when the world is the same.
-    const bool same = saved_world == world_;
+    // Each unit's saved shards, in rank order. A file holds its rank's slice of the vectors cut
+    // over its shard group (the whole world unless hybrid), so the first group's files (ranks 0 ..
+    // S-1) hold them whole; under the same mesh this rank's own file is its shards.
     std::map<std::string, std::vector<torch::Tensor>> parts;
     std::map<std::string, int64_t> steps;
-    for (int64_t r = same ? rank_ : 0; r < (same ? rank_ + 1 : saved_world); ++r) {
-      read_into(fs::path(dir) / model_file(saved_world, r), "", parts);
+    auto read_rank = [&](int64_t r) {
+      const int64_t group = read_into(fs::path(dir) / model_file(saved_world, r), "", parts);
       if (optimizer != nullptr) {
         const auto path = fs::path(dir) / optim_file(saved_world, r);
         if (!fs::exists(path)) throw missing(path, "the optimizer state of a trainable module");
         read_into(path, ".", parts, &steps);
       }
+      return group > 0 ? group : saved_world;  // written before hybrid sharding: the world's
+    };
+    bool same = false;
+    if (saved_world == global_world_) {
+      same = read_rank(global_rank_) == world_;
+      if (!same) {
+        parts.clear();
+        steps.clear();
+      }
+    }
+    if (!same) {
+      const int64_t group = read_rank(0);
+      if (group > saved_world || saved_world % group != 0) {
+        throw Error{ExitCode::kFailure,
+                    "checkpoint: " + (fs::path(dir) / model_file(saved_world, 0)).string() + " says shard groups of " +
+                        std::to_string(group) + " ranks in a world of " + std::to_string(saved_world),
+                    "the file is damaged; resume from an earlier checkpoint"};
+      }
+      for (int64_t r = 1; r < group; ++r) read_rank(r);
     }
     torch::NoGradGuard no_grad;
     for (auto& u : units_) u.shard.copy_(my_slice(u, parts.at(u.name), same));
@@ -328,11 +349,40 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
     } else {
       out.copy_(flat);
     }
-    out.div_(static_cast<double>(world_));
+    // Hybrid: the same slice of the other shard groups' sums; with them it is the world's sum.
+    if (replicate_group_ != nullptr) replicate_group_->all_reduce_sum(out);
+    out.div_(static_cast<double>(global_world_));
     return out.to(shard_device_);
   }
 
  private:
+  // verl's device mesh ["ddp", "fsdp"] = [W / fsdp_size, fsdp_size]: the shard group is fsdp_size
+  // consecutive ranks, the replicate group the ranks at this one's place in every shard group.
+  // fsdp_size -1 (or W): one shard group, the world; no replicate group.
+  void form_mesh(Distributed* world) {
+    dist_ = world;
+    global_world_ = world_ = world != nullptr ? world->world_size() : 1;
+    global_rank_ = rank_ = world != nullptr ? world->rank() : 0;
+    const int64_t size = spec_.fsdp.fsdp_size;
+    if (world == nullptr || size < 1 || size >= global_world_) return;
+    if (global_world_ % size != 0) {
+      throw Error{ExitCode::kInvalidConfig,
+                  spec_.who + ".fsdp_config.fsdp_size=" + std::to_string(size) + " does not divide the " +
+                      std::to_string(global_world_) + " ranks",
+                  "use a divisor of the world size, or -1 to shard over all ranks"};
+    }
+    const int s = static_cast<int>(size);
+    const int group = static_cast<int>(global_rank_) / s, place = static_cast<int>(global_rank_) % s;
+    std::vector<int> shard, replicas;
+    for (int k = 0; k < s; ++k) shard.push_back(group * s + k);
+    for (int k = place; k < global_world_; k += s) replicas.push_back(k);
+    shard_group_ = world->subgroup(shard, spec_.who + ".fsdp_shard");
+    replicate_group_ = world->subgroup(replicas, spec_.who + ".fsdp_replicate");
+    dist_ = shard_group_.get();
+    world_ = s;
+    rank_ = place;
+  }
+
   // Groups: [0] the root (everything outside the decoder layers), [1 + i] decoder layer i. A
   // group's trainable and frozen parameters (LoRA: adapters and base weights) are separate units,
   // so that the optimizer never touches a frozen value.
@@ -441,9 +491,11 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
   }
 
   // Reads an archive's tensors (for each unit: name + suffix) into parts; `steps` gets the
-  // optimizer's step counts.
-  void read_into(const fs::path& path, const std::string& dot, std::map<std::string, std::vector<torch::Tensor>>& parts,
-                 std::map<std::string, int64_t>* steps = nullptr) const {
+  // optimizer's step counts. Returns the shard group size the file was written with (0: not
+  // recorded, a checkpoint from before hybrid sharding, whose group was the world).
+  int64_t read_into(const fs::path& path, const std::string& dot,
+                    std::map<std::string, std::vector<torch::Tensor>>& parts,
+                    std::map<std::string, int64_t>* steps = nullptr) const {
     if (!fs::exists(path)) throw missing(path, "a shard");
     torch::serialize::InputArchive ar;
     try {
@@ -460,6 +512,8 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
                       saved_layout.toStringRef().substr(0, 120) + "...) than " + spec_.who + "'s",
                   "resume with the model config the checkpoint was saved with"};
     }
+    torch::Tensor group;
+    const int64_t shard_group = ar.try_read(kShardGroupKey, group) ? group.item<int64_t>() : 0;
     for (const auto& u : units_) {
       if (dot.empty()) {
         torch::Tensor t;
@@ -477,6 +531,7 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
         parts[u.name + k].push_back(t);
       }
     }
+    return shard_group;
   }
 
   // This rank's slice of a unit's vector from the saved ranks' pieces (all of them, or only
@@ -489,11 +544,15 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
     return padded.narrow(0, rank_ * u.shard_numel, u.shard_numel).clone();
   }
 
-  Distributed* dist_;
   torch::Device device_;
   EngineSpec spec_;
   torch::Device shard_device_;
-  int64_t world_, rank_;
+  // The mesh (form_mesh): dist_ is the shard group, world_ / rank_ its size and this rank's place
+  // in it (what the vectors are cut by); the global ones name the checkpoint files.
+  std::unique_ptr<Distributed> shard_group_, replicate_group_;  // hybrid only
+  Distributed* dist_ = nullptr;
+  int64_t world_ = 1, rank_ = 0;
+  int64_t global_world_ = 1, global_rank_ = 0;
   BackboneImpl* backbone_ = nullptr;
   std::vector<Unit> units_;
   std::vector<std::vector<size_t>> groups_;  // [0] root, [1 + i] decoder layer i: their units

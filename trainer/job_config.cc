@@ -57,7 +57,8 @@ FsdpConfig read_fsdp(const nlohmann::json& c, const std::string& path, bool has_
     throw Error{ExitCode::kInvalidConfig,
                 "job config: key '" + path + ".fsdp_size' is " + std::to_string(f.fsdp_size) +
                     ": -1 (shard over all ranks) or a positive group size",
-                "use -1 (verl's default) or 1 (every rank holds the whole model)"};
+                "use -1 (verl's default), 1 (every rank holds the whole model) or a divisor of the rank count "
+                "(hybrid sharding: shards within groups of that many ranks)"};
   }
   f.param_offload = get<bool>(c, path + ".param_offload");
   if (has_optimizer) f.optimizer_offload = get<bool>(c, path + ".optimizer_offload");

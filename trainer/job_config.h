@@ -78,7 +78,7 @@ struct ModelArchConfig {
 
 // A role's actor_rollout_ref.*.fsdp_config / critic.model.fsdp_config (trainer/module_engine.h).
 struct FsdpConfig {
-  int64_t fsdp_size = -1;            // -1: shard over every rank; 1: replicate (DDP)
+  int64_t fsdp_size = -1;            // -1: shard over every rank; 1: replicate (DDP); N: hybrid
   bool param_offload = false;
   bool optimizer_offload = false;    // the reference has none
   bool reshard_after_forward = true;

@@ -59,12 +59,15 @@ std::unique_ptr<ModuleEngine> make_module_engine(torch::nn::Module& module, Para
   const int64_t world = strategy.dp_size();
   const auto& f = spec.fsdp;
   const std::string key = spec.who + ".fsdp_config";
-  if (f.fsdp_size != -1 && f.fsdp_size != 1 && f.fsdp_size != world) {
+  // Hybrid sharding (1 < fsdp_size < world): shard groups of fsdp_size ranks, replicated across;
+  // the world must be made of whole groups, as verl's device mesh [world / fsdp_size, fsdp_size].
+  // As verl's create_device_mesh, fsdp_size >= world shards over all ranks.
+  if (f.fsdp_size > 1 && f.fsdp_size < world && world % f.fsdp_size != 0) {
     throw Error{ExitCode::kInvalidConfig,
                 key + ".fsdp_size=" + std::to_string(f.fsdp_size) + " with " + std::to_string(world) +
-                    " ranks: hybrid sharding (shard groups smaller than the world, replicated across) is not "
-                    "supported yet",
-                "use -1 (shard over all ranks) or 1 (every rank holds the whole model)"};
+                    " ranks: the shard group size must divide the number of data-parallel ranks",
+                "use a divisor of " + std::to_string(world) + " (parameters sharded within groups of that many "
+                "ranks, replicated across groups), -1 to shard over all ranks, or 1 to replicate"};
   }
   const bool offload = f.param_offload || f.optimizer_offload;
   if (f.fsdp_size == 1 && world > 1 && offload) {

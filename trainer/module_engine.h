@@ -9,7 +9,9 @@
 //   sharded     FSDP / ZeRO-3 (trainer/fsdp.h): parameters, gradients and optimizer state are
 //               split over the group; each decoder layer's parameters are all-gathered around
 //               its forward and backward, its gradients reduce-scattered; param_offload /
-//               optimizer_offload keep the shards / the optimizer on the CPU.
+//               optimizer_offload keep the shards / the optimizer on the CPU. With 1 < fsdp_size
+//               < W (a divisor of W): hybrid sharding, split within groups of fsdp_size ranks
+//               and replicated across them (torch's HYBRID_SHARD).
 // Both give the same numbers up to the order of floating-point sums (tests/unit/trainer/
 // fsdp_test.cc holds them to it). Not thread-safe: one engine per module and rank.
 #pragma once
@@ -62,8 +64,8 @@ class ModuleEngine {
   virtual void commit_full() = 0;
 
   // A sharded engine's checkpoint: each rank writes / reads its own files in dir
-  // (model_world_size_W_rank_R.pt, optim_world_size_W_rank_R.pt; verl's layout). Loading takes
-  // the files of any world size (resharded on load). optimizer may be null (a frozen module).
+  // (model_world_size_W_rank_R.pt, optim_world_size_W_rank_R.pt; verl's layout, W and R the
+  // world's). Loading takes the files of any world size or shard group size (resharded on load). optimizer may be null (a frozen module).
   virtual bool sharded() const = 0;
   virtual void save_shards(const std::string& dir, torch::optim::Optimizer* optimizer) const = 0;
   virtual void load_shards(const std::string& dir, torch::optim::Optimizer* optimizer) = 0;
@@ -107,8 +109,10 @@ struct EngineSpec {
 std::unique_ptr<ModuleEngine> make_replicated_engine(std::vector<torch::Tensor> params, ParallelStrategy& strategy);
 
 // The engine for `module` (already on `device`): sharded when the group has more than one rank
-// and fsdp_size is -1 (or the group's size), or when an offload is on; else replicated.
-// Throws verl::Error kInvalidConfig naming the key for an fsdp_size it cannot form.
+// and fsdp_size is not 1 (-1 or >= W: over all ranks, as verl's create_device_mesh; a divisor of
+// W: hybrid), or when an offload is on; else replicated. Collective (hybrid forms its process groups): all ranks call it.
+// Throws verl::Error kInvalidConfig naming the key for an fsdp_size it cannot form (one that
+// does not divide W).
 std::unique_ptr<ModuleEngine> make_module_engine(torch::nn::Module& module, ParallelStrategy& strategy,
                                                  const torch::Device& device, const EngineSpec& spec);
 

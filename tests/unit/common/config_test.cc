@@ -249,6 +249,15 @@ TEST(Lint, TrainingMemoryPerGpuFollowsShardingAndOffload) {
   EXPECT_NE(memory_warning({"trainer.n_gpus_per_node=8", "actor_rollout_ref.actor.fsdp_config.fsdp_size=1",
                             "critic.model.fsdp_config.fsdp_size=1"}),
             "");
+  // Hybrid sharding divides by the shard group: groups of 2 of 8 ranks hold half each (~48 GiB a
+  // role); groups of 8 are the whole world (-1).
+  const auto halves = memory_warning({"trainer.n_gpus_per_node=8", "actor_rollout_ref.actor.fsdp_config.fsdp_size=2",
+                                      "critic.model.fsdp_config.fsdp_size=2"});
+  EXPECT_NE(halves.find("actor 48."), std::string::npos) << halves;
+  EXPECT_NE(halves.find("critic 48."), std::string::npos) << halves;
+  EXPECT_EQ(memory_warning({"trainer.n_gpus_per_node=8", "actor_rollout_ref.actor.fsdp_config.fsdp_size=8",
+                            "critic.model.fsdp_config.fsdp_size=8"}),
+            "");
   // One GPU with every offload on: nothing of the state stays on the GPU.
   EXPECT_EQ(memory_warning({"actor_rollout_ref.actor.fsdp_config.param_offload=true",
                             "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",

@@ -247,6 +247,20 @@ TEST(Distributed, SubgroupsFormAMeshAndReduceWithinThemselves) {
     auto y = torch::full({1}, static_cast<float>(r));
     dp->all_reduce_sum(y);
     EXPECT_EQ(y.item<float>(), static_cast<float>(2 * (r % 2) + 2));  // {0,2} -> 2, {1,3} -> 4
+    // The world ran no collective of its own, yet its subgroups' time counts in it (timing_s/comm
+    // covers the mesh).
+    EXPECT_GT(tp->comm_seconds(), 0.0);
+    EXPECT_DOUBLE_EQ(d.comm_seconds(), tp->comm_seconds() + dp->comm_seconds());
+    // The same ranks and name again (a recreated engine's groups): a group of its own, not one
+    // that reads the first one's rendezvous keys.
+    tp.reset();
+    // The second member comes late: the first must not find its old address in the store.
+    if (r % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto again = d.subgroup({r / 2 * 2, r / 2 * 2 + 1}, "tp");
+    ASSERT_TRUE(again);
+    auto z = torch::ones({1});
+    again->all_reduce_sum(z);
+    EXPECT_EQ(z.item<float>(), 2.0f);
     EXPECT_EQ(d.subgroup({(r + 1) % 4}, "other"), nullptr);  // not a member
     auto one = d.subgroup({r}, "self");
     ASSERT_TRUE(one);

@@ -1,6 +1,7 @@
 // FSDP (trainer/fsdp.h) against plain data parallelism on the same ranks and data: the sharded
 // engine must train the same model (to float summation order), hold about 1/N of the state per
-// rank, give the same numbers with offload, and resume from shards saved on another world size.
+// rank, give the same numbers with offload, and resume from shards saved on another world size;
+// hybrid sharding (fsdp_size=2 on 4 ranks) the same, with 1/fsdp_size of the state per rank.
 // Ranks are threads over Gloo (rank_harness.h).
 #include <gtest/gtest.h>
 
@@ -258,17 +259,24 @@ TEST(Fsdp, StatePerRankIsAboutOneNth) {
   EXPECT_LT(ratio, 0.252) << fsdp.state_bytes << " of " << dp.state_bytes;
 }
 
-// Shards saved by 4 ranks, loaded by 2 (and by 4): the weights are the saved ones exactly, and
-// one more step on 2 ranks gives what it gives on 4 (the Adam moments came back resharded).
-TEST(Fsdp, ResumeOnAnotherWorldSize) {
-  const auto dir = (fs::path(::testing::TempDir()) / ("fsdp_test_" + std::to_string(::getpid()))).string();
+std::string fresh_dir(const std::string& name) {
+  const auto dir = (fs::path(::testing::TempDir()) / (name + "_" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
   fs::create_directories(dir);
+  return dir;
+}
+
+// The full weights at a checkpoint and after the step that follows it.
+struct AroundCheckpoint {
+  std::map<std::string, torch::Tensor> at, after;
+};
+
+// Two steps on `world` ranks, the shards saved into dir, one more step.
+AroundCheckpoint train_and_save(int world, const RunOptions& o, const std::string& dir) {
   const auto batch = global_batch();
-  RunOptions o;
   std::mutex mu;
-  std::map<std::string, torch::Tensor> saved, after4, loaded2, after2;
-  testing::run_ranks(4, [&](Distributed& d) {
+  AroundCheckpoint out;
+  testing::run_ranks(world, [&](Distributed& d) {
     Trained t(d, o);
     t.step(batch, o, 1);
     t.step(batch, o, 2);
@@ -278,15 +286,19 @@ TEST(Fsdp, ResumeOnAnotherWorldSize) {
     auto q = t.full_params();
     if (d.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);
-      saved = p;
-      after4 = q;
+      out.at = p;
+      out.after = q;
     }
   });
-  for (int r = 0; r < 4; ++r) {
-    EXPECT_TRUE(fs::exists(fs::path(dir) / ("model_world_size_4_rank_" + std::to_string(r) + ".pt")));
-    EXPECT_TRUE(fs::exists(fs::path(dir) / ("optim_world_size_4_rank_" + std::to_string(r) + ".pt")));
-  }
-  testing::run_ranks(2, [&](Distributed& d) {
+  return out;
+}
+
+// The shards in dir loaded on `world` ranks, then the third step.
+AroundCheckpoint load_and_step(int world, const RunOptions& o, const std::string& dir) {
+  const auto batch = global_batch();
+  std::mutex mu;
+  AroundCheckpoint out;
+  testing::run_ranks(world, [&](Distributed& d) {
     Trained t(d, o);
     t.engine->load_shards(dir, t.optim.get());
     auto p = t.full_params();
@@ -294,17 +306,128 @@ TEST(Fsdp, ResumeOnAnotherWorldSize) {
     auto q = t.full_params();
     if (d.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);
-      loaded2 = p;
-      after2 = q;
+      out.at = p;
+      out.after = q;
     }
   });
-  for (const auto& [name, p] : saved) EXPECT_TRUE(torch::equal(p, loaded2.at(name))) << name;
-  for (const auto& [name, p] : after4)
-    EXPECT_LE((p - after2.at(name)).abs().max().item<double>(), 2e-5) << name;
+  return out;
+}
+
+// The loaded weights are the saved ones exactly, and the next step gives what it gave without
+// the checkpoint (the Adam moments came back, resharded where the mesh changed).
+void expect_resumed(const AroundCheckpoint& saved, const AroundCheckpoint& resumed, const std::string& how) {
+  ASSERT_EQ(saved.at.size(), resumed.at.size()) << how;
+  for (const auto& [name, p] : saved.at) EXPECT_TRUE(torch::equal(p, resumed.at.at(name))) << how << ": " << name;
+  for (const auto& [name, p] : saved.after)
+    EXPECT_LE((p - resumed.after.at(name)).abs().max().item<double>(), 2e-5) << how << ": " << name;
   // And the weights did move in that step (the comparison above is not vacuous).
   double moved = 0;
-  for (const auto& [name, p] : saved) moved = std::max(moved, (p - after4.at(name)).abs().max().item<double>());
-  EXPECT_GT(moved, 1e-4);
+  for (const auto& [name, p] : saved.at) moved = std::max(moved, (p - saved.after.at(name)).abs().max().item<double>());
+  EXPECT_GT(moved, 1e-4) << how;
+}
+
+void expect_rank_files(const std::string& dir, int world) {
+  for (int r = 0; r < world; ++r) {
+    const std::string tail = "_world_size_" + std::to_string(world) + "_rank_" + std::to_string(r) + ".pt";
+    EXPECT_TRUE(fs::exists(fs::path(dir) / ("model" + tail))) << tail;
+    EXPECT_TRUE(fs::exists(fs::path(dir) / ("optim" + tail))) << tail;
+  }
+}
+
+// Shards saved by 4 ranks, loaded by 2: one more step on 2 ranks gives what it gives on 4.
+TEST(Fsdp, ResumeOnAnotherWorldSize) {
+  const auto dir = fresh_dir("fsdp_test");
+  RunOptions o;
+  const auto saved = train_and_save(4, o, dir);
+  expect_rank_files(dir, 4);
+  expect_resumed(saved, load_and_step(2, o, dir), "on 2 ranks");
+}
+
+// Hybrid sharding (fsdp_size=2 on 4 ranks: shard groups {0,1} and {2,3}, replicated across).
+RunOptions hybrid() {
+  RunOptions o;
+  o.fsdp.fsdp_size = 2;
+  return o;
+}
+
+// Hybrid sharding trains the same weights as DDP and as sharding over all ranks: gradients
+// reduce-scattered in the shard group and then averaged across the replicas are the world's
+// mean; the clip's squares summed over one shard group are the whole gradient's.
+TEST(Fsdp, HybridShardingMatchesDpAndFullSharding) {
+  RunOptions o = hybrid();
+  o.layout = SequenceLayout::kRemovePadding;
+  const auto hybrid_run = run(4, o);
+  o.sharded = false;
+  const auto dp = run(4, o);
+  o.sharded = true;
+  o.fsdp.fsdp_size = -1;
+  const auto full = run(4, o);
+  EXPECT_GT(std::fabs(dp.losses.front() - dp.losses.back()), 1e-2);
+  expect_close(dp, hybrid_run, 2e-5);
+  expect_close(full, hybrid_run, 2e-5);
+}
+
+// Offload under hybrid sharding: the same numbers as without.
+TEST(Fsdp, HybridShardingWithOffloadGivesTheSameNumbers) {
+  RunOptions o = hybrid();
+  o.steps = 2;
+  const auto plain = run(4, o);
+  o.fsdp.param_offload = true;
+  o.fsdp.optimizer_offload = true;
+  expect_close(plain, run(4, o), 0.0);
+}
+
+// Each rank holds 1/fsdp_size of the state: half of DDP's with groups of 2.
+TEST(Fsdp, HybridStatePerRankIsAboutOneOverTheGroupSize) {
+  RunOptions o = hybrid();
+  o.steps = 1;
+  const auto h = run(4, o);
+  o.sharded = false;
+  const auto dp = run(4, o);
+  const double ratio = static_cast<double>(h.state_bytes) / static_cast<double>(dp.state_bytes);
+  EXPECT_GT(ratio, 0.499);
+  EXPECT_LT(ratio, 0.502) << h.state_bytes << " of " << dp.state_bytes;
+}
+
+// An engine made again on the same ranks (the actor's, when LoRA starts after the warm start)
+// forms new shard and replicate groups and trains like the first.
+TEST(Fsdp, AHybridEngineMadeAgainFormsItsGroupsAgain) {
+  const auto batch = global_batch();
+  const RunOptions o = hybrid();
+  std::mutex mu;
+  std::vector<double> losses;
+  testing::run_ranks(4, [&](Distributed& d) {
+    std::vector<double> mine;
+    for (int k = 0; k < 2; ++k) {
+      Trained t(d, o);
+      mine.push_back(t.step(batch, o, 1));
+    }
+    if (d.rank() == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      losses = mine;
+    }
+  });
+  ASSERT_EQ(losses.size(), 2u);
+  EXPECT_EQ(losses[0], losses[1]);
+}
+
+// A hybrid checkpoint is verl's: every rank writes model/optim_world_size_4_rank_R.pt (the
+// replicas the same shards). It resumes on the same mesh (each rank reads its own file), on 4
+// ranks sharded over all of them and on 2 ranks (both resharded from the first group's files).
+TEST(Fsdp, HybridCheckpointResumesOnAnyMesh) {
+  const auto dir = fresh_dir("fsdp_hybrid_test");
+  const auto saved = train_and_save(4, hybrid(), dir);
+  expect_rank_files(dir, 4);
+  expect_resumed(saved, load_and_step(4, hybrid(), dir), "on 4 ranks, fsdp_size=2");
+  expect_resumed(saved, load_and_step(4, RunOptions{}, dir), "on 4 ranks, fsdp_size=-1");
+  expect_resumed(saved, load_and_step(2, RunOptions{}, dir), "on 2 ranks");
+}
+
+// And the other way: shards cut over all 4 ranks load into shard groups of 2.
+TEST(Fsdp, FullyShardedCheckpointResumesHybrid) {
+  const auto dir = fresh_dir("fsdp_to_hybrid_test");
+  const auto saved = train_and_save(4, RunOptions{}, dir);
+  expect_resumed(saved, load_and_step(4, hybrid(), dir), "on 4 ranks, fsdp_size=2");
 }
 
 TEST(Fsdp, ALoadFromAnotherModelNamesTheFileAndTheModule) {
@@ -332,20 +455,32 @@ TEST(Fsdp, ALoadFromAnotherModelNamesTheFileAndTheModule) {
   });
 }
 
-TEST(Fsdp, AnUnsupportedShardGroupSizeNamesTheKey) {
-  testing::run_ranks(2, [&](Distributed& d) {
+TEST(Fsdp, AShardGroupSizeThatDoesNotDivideTheWorldNamesTheKey) {
+  const int world = 4;
+  testing::run_ranks(world, [&](Distributed& d) {
     auto model = make_causal_lm(tiny(), 7);
     auto strategy = make_data_parallel(&d);
     FsdpConfig f;
     f.fsdp_size = 3;
     try {
       make_module_engine(*model, *strategy, torch::kCPU, {"critic.model", true, f});
-      ADD_FAILURE() << "accepted fsdp_size=3 on 2 ranks";
+      ADD_FAILURE() << "accepted fsdp_size=3 on " << world << " ranks";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ExitCode::kInvalidConfig);
       EXPECT_NE(std::string(e.what()).find("critic.model.fsdp_config.fsdp_size=3"), std::string::npos) << e.what();
+      EXPECT_NE(e.hint().find("divisor"), std::string::npos) << e.hint();
     }
   });
+}
+
+// As verl's create_device_mesh: a shard group larger than the world is the world (a config
+// written for 8 GPUs runs on 2), the same numbers as fsdp_size=-1.
+TEST(Fsdp, AShardGroupLargerThanTheWorldShardsOverAllRanks) {
+  RunOptions o;
+  o.steps = 2;
+  const auto all = run(2, o);
+  o.fsdp.fsdp_size = 8;
+  expect_close(all, run(2, o), 0.0);
 }
 
 }  // namespace

@@ -88,10 +88,11 @@ void run_world(int world, const std::function<void(Distributed&)>& fn) {
 // Token-weighted metrics (ppo_kl, clipfracs, values/advantages means) are averaged rank by
 // rank, as verl reduces worker metrics, and legitimately differ; they are only required present.
 // Over both engines (trainer/module_engine.h): FSDP sharding (verl's default fsdp_size=-1) and
-// replication (fsdp_size=1, DDP).
-class PpoDistributed : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(PpoDistributed, TwoGlooRanksMatchOneRankOnTheDoubledBatch) {
+// replication (fsdp_size=1, DDP); and hybrid sharding on 4 ranks below.
+// `world` ranks with fsdp_size for the actor and critic (and `more` keys), run in two_dir,
+// against one rank.
+void expect_ranks_match_one_rank(int world, const std::string& fsdp_size, const std::string& two_dir,
+                                 std::vector<std::string> more = {}) {
   std::vector<std::string> extra = {
       "trainer.total_training_steps=3",
       "actor_rollout_ref.actor.ppo_mini_batch_size=8",
@@ -99,15 +100,17 @@ TEST_P(PpoDistributed, TwoGlooRanksMatchOneRankOnTheDoubledBatch) {
       "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
       "critic.loss_agg_mode=seq-mean-token-mean",
       "trainer.save_freq=-1",
-      "actor_rollout_ref.actor.fsdp_config.fsdp_size=" + GetParam(),
-      "critic.model.fsdp_config.fsdp_size=" + GetParam(),
+      "actor_rollout_ref.actor.fsdp_config.fsdp_size=" + fsdp_size,
+      "critic.model.fsdp_config.fsdp_size=" + fsdp_size,
   };
-  const std::string one_dir = fresh_dir("one_rank_" + GetParam()), two_dir = fresh_dir("two_ranks_" + GetParam());
+  extra.insert(extra.end(), more.begin(), more.end());
+  const std::string tag = std::to_string(world) + "_" + fsdp_size;
+  const std::string one_dir = fresh_dir("one_rank_" + tag);
   {
     PpoTrainer t(small_job(one_dir, extra), nullptr);
     t.fit();
   }
-  run_world(2, [&](Distributed& d) {
+  run_world(world, [&](Distributed& d) {
     PpoTrainer t(small_job(two_dir, extra), &d);
     t.fit();
   });
@@ -133,6 +136,12 @@ TEST_P(PpoDistributed, TwoGlooRanksMatchOneRankOnTheDoubledBatch) {
   // Step 1 rolls out from identical weights with identical seeds: identical samples.
   EXPECT_EQ(one[0]["critic/score/mean"], two[0]["critic/score/mean"]);
   EXPECT_EQ(one[0]["response_length/mean"], two[0]["response_length/mean"]);
+}
+
+class PpoDistributed : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PpoDistributed, TwoGlooRanksMatchOneRankOnTheDoubledBatch) {
+  expect_ranks_match_one_rank(2, GetParam(), fresh_dir("two_ranks_" + GetParam()));
 }
 
 // rollout.tensor_model_parallel_size=2 on 4 ranks (two TP groups of two, each generating its
@@ -230,6 +239,21 @@ TEST(PpoLora, ReferenceIsTheBaseModelAndTwoShardedRanksMatchOne) {
   EXPECT_FALSE(fs::exists(one_dir + "/global_step_3/ref"));
   EXPECT_FALSE(fs::exists(two_dir + "/global_step_3/ref"));
   EXPECT_TRUE(fs::exists(two_dir + "/global_step_3/actor/model_world_size_2_rank_1.pt"));
+}
+
+// Hybrid sharding (fsdp_size=2 on 4 ranks; the reference too, use_kl_loss) trains like one rank
+// on the whole batch, and every rank writes its part of the checkpoint, as verl does.
+TEST(PpoDistributedFsdp, HybridShardingOnFourRanksMatchesOneRank) {
+  const auto dir = fresh_dir("hybrid_four_ranks");
+  expect_ranks_match_one_rank(4, "2", dir,
+                              {"actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.ref.fsdp_config.fsdp_size=2",
+                               "trainer.save_freq=3"});
+  for (const std::string part : {"actor", "critic", "ref"}) {
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_TRUE(fs::exists(dir + "/global_step_3/" + part + "/model_world_size_4_rank_" + std::to_string(r) + ".pt"))
+          << part << " rank " << r;
+    }
+  }
 }
 
 // FSDP checkpoints are sharded per rank in verl's layout; 2 ranks x (2 steps + resume 2) equal 2
