@@ -35,7 +35,6 @@ using Json = nlohmann::ordered_json;
 
 struct SubmitArgs {
   JobFileArgs job;
-  std::vector<std::string> overrides;
   bool no_wait = false;
   bool skip_job_preflight = false;
   bool nccl_debug = false;
@@ -95,7 +94,6 @@ void register_submit(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<SubmitArgs>();
   auto* cmd = app.add_subcommand("submit", "Submit a job to a running cluster and follow it to its end");
   add_job_file_options(cmd, a->job);
-  cmd->add_option("overrides", a->overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
   cmd->add_flag("--no-wait", a->no_wait, "Print the job id and return at once");
   cmd->add_flag("--skip-job-preflight", a->skip_job_preflight,
                 "Start the ranks without first checking data, model and checkpoint paths on every node");
@@ -132,7 +130,7 @@ void register_submit(CLI::App& app, Context& ctx) {
     auto client = connect(target);
     launcher::wire::Submit submit;
     submit.kind = ctx.command ? launcher::JobKind::kCommand : launcher::JobKind::kTrain;
-    submit.overrides = a->overrides;
+    submit.overrides = a->job.overrides;
     submit.preflight = !ctx.command && !a->skip_job_preflight;
     submit.nccl_debug = a->nccl_debug;
     if (ctx.command) submit.command = std::move(command);
@@ -146,7 +144,7 @@ void register_submit(CLI::App& app, Context& ctx) {
     // Warnings (verl keys accepted and ignored) are the submitter's to read; errors come back from the head.
     // (A command job reads only its shape: the head names any other key.)
     if (!ctx.command) {
-      const auto local = config::resolve_text(config::Kind::kJob, submit.yaml, file, a->overrides);
+      const auto local = config::resolve_text(config::Kind::kJob, submit.yaml, file, a->job.overrides);
       if (local.ok() && !local.issues.empty()) *ctx.err << config::format_issues(local.issues);
     }
     const Json body = submit;
