@@ -105,7 +105,7 @@ std::optional<std::string> try_read_token(const StatePaths& paths) {
 }
 
 // The head of a recorded cluster answers with this token: its /api/cluster, else nullopt and why.
-std::optional<Json> probe_head(const ClusterState& s, const StatePaths& paths, std::string* why) {
+std::optional<wire::ClusterView> probe_head(const ClusterState& s, const StatePaths& paths, std::string* why) {
   auto token = try_read_token(paths);
   if (!token) {
     *why = "no token in " + paths.token();
@@ -126,7 +126,7 @@ std::optional<Json> probe_head(const ClusterState& s, const StatePaths& paths, s
     *why = "the head there belongs to another cluster";
     return std::nullopt;
   }
-  return r->body;
+  return wire::parse<wire::ClusterView>(r->body);
 }
 
 // Stops those of ps that still run, asking the backend about all of them at once (ended_all,
@@ -311,9 +311,8 @@ class BringUp {
   }
 
  private:
-  UpResult keep(const ClusterState& old, const Json& cluster) {
+  UpResult keep(const ClusterState& old, const wire::ClusterView& cluster) {
     const std::string& name = spec_.name;
-    const auto counts = cluster.value("counts", Json::object());
     // Agents that ended since (killed, their node rebooted) are started again, as `ray up`
     // repairs a cluster (issue 16, case 10); they register again under their node's name.
     // A backend whose agents are steps of the head's allocation (slurm) cannot.
@@ -342,8 +341,8 @@ class BringUp {
     std::string restarted_list;
     for (const auto& n : restarted) restarted_list += (restarted_list.empty() ? "" : ", ") + n;
     progress_("cluster " + name, "already up (head at " + head_address(old).url() + ", pid " +
-                                     std::to_string(cluster.at("head").value("pid", 0)) + ", " +
-                                     std::to_string(counts.value("alive", 0)) + " nodes alive); " +
+                                     std::to_string(cluster.head.pid) + ", " + std::to_string(cluster.alive) +
+                                     " nodes alive); " +
                                      (restarted.empty() ? std::string("nothing changed")
                                                         : "restarted the agents of " + restarted_list));
     try {
@@ -391,7 +390,7 @@ class BringUp {
       std::optional<HeadResponse> r;
       if (!host.empty()) r = client_->try_request("GET", "/api/cluster", nullptr, &error);
       if (r && r->status == 200) {
-        const int64_t pid = r->body.is_object() ? r->body.at("head").value("pid", int64_t{0}) : 0;
+        const int64_t pid = r->body.is_object() ? wire::parse<wire::ClusterView>(r->body).head.pid : 0;
         if (pid != 0 && head.pid != 0 && pid != head.pid)
           throw Error(ExitCode::kFailure, "another head (pid " + std::to_string(pid) + ") answers at " + address_.url(),
                       "pick another port with head.dashboard_port=PORT");

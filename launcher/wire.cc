@@ -282,6 +282,64 @@ void from_json(const Json& j, NodeView& v) {
   if (const Json* samples = r.array("gpu_samples")) v.gpu_samples = *samples;
 }
 
+void to_json(Json& j, const HeadView& v) {
+  j = Json{{"bind", v.bind}, {"hostname", v.hostname}, {"pid", v.pid}, {"started_ms", v.started_ms}, {"uptime_s", v.uptime_s}};
+}
+
+void from_json(const Json& j, HeadView& v) {
+  const Reader r(j, "cluster: head");
+  v = HeadView{};
+  v.bind = r.string("bind");
+  v.hostname = r.string("hostname");
+  v.pid = r.integer("pid", 0, 0, kInt64Max);
+  v.started_ms = r.integer("started_ms", 0, 0, kInt64Max);
+  v.uptime_s = r.number("uptime_s", 0, -1e12, 1e12, "seconds");
+}
+
+void to_json(Json& j, const ProbePorts& v) { j = Json{{"tcp", v.tcp}, {"time", v.time}}; }
+
+void from_json(const Json& j, ProbePorts& v) {
+  const Reader r(j, "cluster: probe_ports");
+  r.require("tcp", "a port");
+  r.require("time", "a port");
+  v.tcp = r.int32("tcp", 0, 1, 65535);
+  v.time = r.int32("time", 0, 1, 65535);
+}
+
+void to_json(Json& j, const ClusterView& v) {
+  j = Json{{"name", v.name},
+           {"backend", v.backend},
+           {"state", v.shutting_down ? "shutting_down" : "up"},
+           {"head", v.head},
+           {"heartbeat_interval_s", v.heartbeat_interval_s},
+           {"heartbeat_timeout_s", v.heartbeat_timeout_s},
+           {"expected_nodes", v.expected_nodes},
+           {"store_port", v.store_port},
+           {"probe_ports", v.probe_ports ? Json(*v.probe_ports) : Json(nullptr)},
+           {"counts",
+            {{to_string(NodeState::kAlive), v.alive}, {to_string(NodeState::kLost), v.lost}, {to_string(NodeState::kLeft), v.left}}}};
+}
+
+void from_json(const Json& j, ClusterView& v) {
+  const Reader r(j, "cluster");
+  v = ClusterView{};
+  v.name = r.string("name");
+  v.backend = r.string("backend");
+  v.shutting_down = r.string("state", "up") == "shutting_down";
+  if (const Json* head = r.object("head")) v.head = head->get<HeadView>();
+  v.heartbeat_interval_s = r.number("heartbeat_interval_s", 0, 0, 1e9, "seconds");
+  v.heartbeat_timeout_s = r.number("heartbeat_timeout_s", 0, 0, 1e9, "seconds");
+  v.expected_nodes = r.strings("expected_nodes");
+  v.store_port = r.int32("store_port", 0, 0, 65535);
+  if (const Json* ports = r.object("probe_ports")) v.probe_ports = ports->get<ProbePorts>();
+  if (const Json* counts = r.object("counts")) {
+    const Reader c(*counts, r.at("counts"));
+    v.alive = c.int32(to_string(NodeState::kAlive), 0);
+    v.lost = c.int32(to_string(NodeState::kLost), 0);
+    v.left = c.int32(to_string(NodeState::kLeft), 0);
+  }
+}
+
 void to_json(Json& j, const RegisterReply& v) { j = Json{{"id", v.id}, {"heartbeat_interval_s", v.heartbeat_interval_s}}; }
 
 void from_json(const Json& j, RegisterReply& v) {

@@ -1,7 +1,7 @@
 // The head's HTTP API bodies (docs/API.md) as typed messages, one struct per body, shared by the
 // head (which reads requests and writes answers), the agent (which writes register, heartbeat,
 // log, metric and result bodies and reads orders) and the CLI (which writes submit and stop
-// bodies and reads job summaries). Each has to_json/from_json for nlohmann (`j.get<Heartbeat>()`,
+// bodies and reads job summaries and the cluster's view). Each has to_json/from_json for nlohmann (`j.get<Heartbeat>()`,
 // `Json(order)`), so that no side builds or picks apart a body by hand and both agree on one
 // definition. tests/unit/launcher/wire_test.cc checks these definitions against docs/API.md.
 //
@@ -126,6 +126,36 @@ struct Leave {
   std::string reason = "agent left";
 };
 
+// ---- the cluster ----
+
+// GET /api/cluster's head: where it listens and since when.
+struct HeadView {
+  std::string bind;  // bind_host:port
+  std::string hostname;
+  int64_t pid = 0;
+  int64_t started_ms = 0;
+  double uptime_s = 0;
+};
+
+// GET /api/cluster's probe_ports: the servers `verlctl probe` measures every node against,
+// beside the head (cli/cmd_head.cc).
+struct ProbePorts {
+  int tcp = 0;   // TCP bandwidth
+  int time = 0;  // clock offset
+};
+
+// GET /api/cluster
+struct ClusterView {
+  std::string name, backend;
+  bool shutting_down = false;  // state: "shutting_down", else "up"
+  HeadView head;
+  double heartbeat_interval_s = 0, heartbeat_timeout_s = 0;
+  std::vector<std::string> expected_nodes;
+  int store_port = 0;
+  std::optional<ProbePorts> probe_ports;  // null: none run
+  int alive = 0, lost = 0, left = 0;      // counts: the registry's nodes by state (states.h names)
+};
+
 // ---- jobs ----
 
 // POST /api/jobs's `command` (kind command): {argv: [..] (non-empty), env?: ["NAME=value"],
@@ -229,6 +259,9 @@ VERL_WIRE_MESSAGE(TaskOrder)
 VERL_WIRE_MESSAGE(HeartbeatReply)
 VERL_WIRE_MESSAGE(NodeView)
 VERL_WIRE_MESSAGE(Leave)
+VERL_WIRE_MESSAGE(HeadView)
+VERL_WIRE_MESSAGE(ProbePorts)
+VERL_WIRE_MESSAGE(ClusterView)
 VERL_WIRE_MESSAGE(SubmitCommand)
 VERL_WIRE_MESSAGE(Submit)
 VERL_WIRE_MESSAGE(JobRef)

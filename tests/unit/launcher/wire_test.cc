@@ -169,6 +169,22 @@ wire::NodeView full_node() {
   return n;
 }
 
+wire::ClusterView full_cluster() {
+  wire::ClusterView c;
+  c.name = "dev";
+  c.backend = "ssh";
+  c.shutting_down = true;
+  c.head = wire::HeadView{"0.0.0.0:8265", "h0", 42, 100, 12.5};
+  c.heartbeat_interval_s = 1;
+  c.heartbeat_timeout_s = 10;
+  c.expected_nodes = {"node-0", "node-1"};
+  c.store_port = 6379;
+  c.probe_ports = wire::ProbePorts{40123, 40124};
+  c.alive = 1;
+  c.lost = 1;
+  return c;
+}
+
 // Writes v, reads it back, writes that: the same JSON.
 template <typename T>
 Json round_trip(const T& v) {
@@ -197,6 +213,8 @@ TEST(WireMessages, EveryMessageRoundTripsThroughJson) {
   round_trip(wire::Metrics{Json::array({Json{{"step", 1}}})});
   round_trip(full_summary());
   round_trip(full_node());
+  round_trip(full_cluster());
+  round_trip(wire::ClusterView{});
   round_trip(wire::LogsPage{{wire::LogLineView{4, 1, "h", "stderr", "x"}}, 4, true});
   // What the receivers rely on comes back as it was sent.
   const auto order = wire::parse<wire::TaskOrder>(Json(full_start()));
@@ -488,6 +506,7 @@ TEST(WireMessages, DocsApiMdListsExactlyTheFieldsOfEveryMessage) {
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/results")), written(Json(wire::Result{})), "results");
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/metrics")), written(Json(wire::Metrics{})), "metrics");
   expect_same(documented(doc, "`JobSummary`:"), written(Json(full_summary())), "JobSummary");
+  expect_same(documented(doc, row("GET", "/api/cluster")), written(Json(full_cluster())), "cluster");
   expect_same(documented(doc, row("GET", "/api/nodes")), written(Json{{"nodes", Json::array({Json(full_node())})}}), "nodes");
   // The names of the enums the bodies carry.
   const auto submit_row = doc.substr(doc.find(row("POST", "/api/jobs")), 200);
