@@ -672,7 +672,7 @@ StatusReport query_status(const std::string& name) {
   const std::string summary = report.allocation.is_object() ? report.allocation.value("summary", "") : "";
   const std::string held = summary.empty() ? "" : " (" + summary + ")";
   try {
-    report.cluster = client.get("/api/cluster");
+    report.cluster = wire::parse<wire::ClusterView>(client.get("/api/cluster"));
     report.nodes = client.get("/api/nodes").value("nodes", Json::array());
   } catch (const HeadUnreachable& e) {
     throw Error(ExitCode::kUnreachable,

@@ -309,7 +309,7 @@ void from_json(const Json& j, ProbePorts& v) {
 void to_json(Json& j, const ClusterView& v) {
   j = Json{{"name", v.name},
            {"backend", v.backend},
-           {"state", v.shutting_down ? "shutting_down" : "up"},
+           {"state", v.state()},
            {"head", v.head},
            {"heartbeat_interval_s", v.heartbeat_interval_s},
            {"heartbeat_timeout_s", v.heartbeat_timeout_s},

@@ -147,13 +147,15 @@ struct ProbePorts {
 // GET /api/cluster
 struct ClusterView {
   std::string name, backend;
-  bool shutting_down = false;  // state: "shutting_down", else "up"
+  bool shutting_down = false;
   HeadView head;
   double heartbeat_interval_s = 0, heartbeat_timeout_s = 0;
   std::vector<std::string> expected_nodes;
   int store_port = 0;
   std::optional<ProbePorts> probe_ports;  // null: none run
   int alive = 0, lost = 0, left = 0;      // counts: the registry's nodes by state (states.h names)
+  // Its `state`: "shutting_down", else "up".
+  const char* state() const { return shutting_down ? "shutting_down" : "up"; }
 };
 
 // ---- jobs ----
