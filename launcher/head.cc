@@ -352,9 +352,9 @@ void Head::install_job_routes() {
     auto job = job_of(req, res);
     if (!job) return;
     const int64_t now = now_ms();
-    Json d = controller_->detail(*job, now);
-    if (job->kind == JobKind::kTrain) d["scaling"] = scaling_of(*job, now);
-    if (job->nccl_debug) d["nccl"] = nccl_of(*job);
+    wire::Job d = controller_->detail(*job, now);
+    if (job->kind == JobKind::kTrain) d.scaling = scaling_of(*job, now);
+    if (job->nccl_debug) d.nccl = nccl_of(*job);
     reply(res, 200, d);
   });
 

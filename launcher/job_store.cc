@@ -87,16 +87,6 @@ std::string Placement::task_id() const {
   return "job-" + std::to_string(job) + "/" + std::to_string(rank) + "/" + std::to_string(attempt);
 }
 
-Json to_json(const Placement& p) {
-  Json j = {{"rank", p.rank},       {"node", p.node},   {"host", p.host},
-            {"local_rank", p.local_rank}, {"device", p.device}, {"attempt", p.attempt},
-            {"task", p.task_id()},  {"state", to_string(p.state)}};
-  if (p.exit_code) j["exit_code"] = *p.exit_code;
-  if (p.signal) j["signal"] = p.signal;
-  if (!p.error.empty()) j["error"] = p.error;
-  return j;
-}
-
 std::optional<TaskRef> parse_task_id(const std::string& task) {
   long long job = 0;
   int rank = 0, attempt = 0, used = 0;

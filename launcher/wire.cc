@@ -615,4 +615,86 @@ void from_json(const Json& j, JobSummary& v) {
   if (r.has("command")) v.command = r.string("command");
 }
 
+void to_json(Json& j, const PlacementView& v) {
+  j = Json{{"rank", v.rank},         {"node", v.node},     {"host", v.host}, {"local_rank", v.local_rank},
+           {"device", v.device},     {"attempt", v.attempt}, {"task", v.task}, {"state", to_string(v.state)}};
+  if (v.exit_code) j["exit_code"] = *v.exit_code;
+  if (v.signal) j["signal"] = v.signal;
+  if (!v.error.empty()) j["error"] = v.error;
+  if (v.dir) j["dir"] = *v.dir;
+}
+
+namespace {
+
+PlacementView read_placement(const Json& j, const Where& where) {
+  const Reader r(j, where);
+  PlacementView p;
+  p.rank = r.int32("rank", 0);
+  p.node = r.string("node");
+  p.host = r.string("host");
+  p.local_rank = r.int32("local_rank", 0);
+  p.device = r.string("device");
+  p.attempt = r.int32("attempt", 0);
+  p.task = r.string("task");
+  p.state = r.enumeration("state", TaskState::kAssigned);
+  if (r.has("exit_code")) p.exit_code = r.int32("exit_code", 0, kIntMin, kIntMax);
+  p.signal = r.int32("signal", 0, 0, 128);
+  p.error = r.string("error");
+  if (r.has("dir")) p.dir = r.string("dir");
+  return p;
+}
+
+JobEventView read_event(const Json& j, const Where& where) {
+  const Reader r(j, where);
+  return JobEventView{r.string("state"), r.integer("time_ms", 0, 0, kInt64Max), r.string("detail")};
+}
+
+}  // namespace
+
+void from_json(const Json& j, PlacementView& v) { v = read_placement(j, "placement"); }
+
+void to_json(Json& j, const JobEventView& v) { j = Json{{"state", v.state}, {"time_ms", v.time_ms}, {"detail", v.detail}}; }
+
+void from_json(const Json& j, JobEventView& v) { v = read_event(j, "event"); }
+
+void to_json(Json& j, const Job& v) {
+  j = v.summary;  // the summary's fields first
+  j["attempt"] = v.attempt;
+  j["config"] = v.config;
+  if (v.command_spec) j["command_spec"] = *v.command_spec;
+  if (v.pending_reason) j["pending_reason"] = *v.pending_reason;
+  j["placement"] = v.placement;
+  j["rendezvous"] = v.rendezvous;
+  j["events"] = v.events;
+  if (!v.failure.is_null()) j["failure"] = v.failure;
+  j["latest_metrics"] = v.latest_metrics;
+  j["score_trend"] = v.score_trend;
+  if (v.eta_s) j["eta_s"] = *v.eta_s;
+  if (v.results) j["results"] = *v.results;
+  if (v.scaling) j["scaling"] = *v.scaling;
+  if (v.nccl) j["nccl"] = *v.nccl;
+}
+
+void from_json(const Json& j, Job& v) {
+  v = Job{};
+  v.summary = j.get<JobSummary>();
+  const Reader r(j, "job");
+  v.attempt = r.int32("attempt", 0);
+  if (const Json* config = r.field("config")) v.config = *config;
+  if (const Json* spec = r.object("command_spec")) v.command_spec = spec->get<CommandSpec>();
+  if (r.has("pending_reason")) v.pending_reason = r.string("pending_reason");
+  if (const Json* placement = r.array("placement"))
+    for (size_t i = 0; i < placement->size(); ++i) v.placement.push_back(read_placement((*placement)[i], r.at("placement", i)));
+  if (const Json* rendezvous = r.object("rendezvous")) v.rendezvous = *rendezvous;
+  if (const Json* events = r.array("events"))
+    for (size_t i = 0; i < events->size(); ++i) v.events.push_back(read_event((*events)[i], r.at("events", i)));
+  if (const Json* failure = r.field("failure")) v.failure = *failure;
+  if (const Json* latest = r.object("latest_metrics")) v.latest_metrics = *latest;
+  if (const Json* trend = r.array("score_trend")) v.score_trend = *trend;
+  if (r.has("eta_s")) v.eta_s = r.number("eta_s", 0, 0, 1e15, "seconds");
+  if (const Json* results = r.object("results")) v.results = *results;
+  if (const Json* scaling = r.object("scaling")) v.scaling = *scaling;
+  if (const Json* nccl = r.array("nccl")) v.nccl = *nccl;
+}
+
 }  // namespace verl::launcher::wire

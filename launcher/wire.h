@@ -249,6 +249,49 @@ struct JobSummary {
   std::optional<std::string> command;  // a command job's argv as one shell-quoted line
 };
 
+// GET /api/jobs/<id>'s placement entries: a rank of the job's current attempt, where it runs.
+struct PlacementView {
+  int rank = 0;
+  std::string node, host;
+  int local_rank = 0;
+  std::string device;  // cpu | cuda:<index>
+  int attempt = 0;
+  std::string task;  // <job>/<rank>/<attempt>
+  TaskState state = TaskState::kAssigned;
+  std::optional<int> exit_code;
+  int signal = 0;     // 0: none (left out)
+  std::string error;  // empty: none (left out)
+  std::optional<std::string> dir;  // the job directory on its node, once its agent said where
+};
+
+// GET /api/jobs/<id>'s events: a job's state changes and what else happened to it.
+struct JobEventView {
+  std::string state;  // a JobState name, or RESTARTING / STOPPING / PREFLIGHT ...
+  int64_t time_ms = 0;
+  std::string detail;
+};
+
+// GET /api/jobs/<id>: a JobSummary and the rest of the record. What only the head computes
+// from metric rows and logs (scaling.h, nccl_log.h) and what the job itself defines (config,
+// failure, metric rows, probe results) travel as the JSON they are.
+struct Job {
+  JobSummary summary;
+  int attempt = 0;
+  Json config;
+  std::optional<CommandSpec> command_spec;
+  std::optional<std::string> pending_reason;  // PENDING: why it waits
+  std::vector<PlacementView> placement;
+  Json rendezvous = Json::object();  // {master_addr, master_port}
+  std::vector<JobEventView> events;
+  Json failure;  // null: none
+  Json latest_metrics = Json::object();
+  Json score_trend = Json::array();
+  std::optional<double> eta_s;
+  std::optional<Json> results;  // probe jobs: {"<rank>": report}
+  std::optional<Json> scaling;  // train jobs
+  std::optional<Json> nccl;     // jobs submitted with nccl_debug: [per node]
+};
+
 #define VERL_WIRE_MESSAGE(T)            \
   void to_json(Json& j, const T& v);    \
   void from_json(const Json& j, T& v);
@@ -276,6 +319,9 @@ VERL_WIRE_MESSAGE(LogsPage)
 VERL_WIRE_MESSAGE(Result)
 VERL_WIRE_MESSAGE(Metrics)
 VERL_WIRE_MESSAGE(JobSummary)
+VERL_WIRE_MESSAGE(PlacementView)
+VERL_WIRE_MESSAGE(JobEventView)
+VERL_WIRE_MESSAGE(Job)
 
 #undef VERL_WIRE_MESSAGE
 
