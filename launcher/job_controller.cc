@@ -728,7 +728,6 @@ void JobController::schedule(int64_t now_ms) {
         }
         slots.push_back(std::move(s));
       }
-      std::string why;
       PlacementRequest request{job.nnodes, job.n_gpus_per_node};
       if (job.kind == JobKind::kTrain) {
         // Roles that name GPUs (common/role_placement.h): the GPUs they use, and which each rank takes.
@@ -745,13 +744,13 @@ void JobController::schedule(int64_t now_ms) {
           request.rank_gpu_positions = roles.rank_gpus;  // number N: the N-th GPU reserved on the node
         }
       }
-      auto ranks = place(request, slots, &why);
-      if (!ranks) {
-        pending_reason_[job.id] = why;
+      const PlaceResult placed = place(request, slots);
+      if (!placed.placed()) {
+        pending_reason_[job.id] = placed.why;
         train_blocked = true;
         continue;
       }
-      for (const auto& r : *ranks) {
+      for (const auto& r : placed.ranks) {
         Placement p;
         p.job = job.id;
         p.attempt = job.attempt;
