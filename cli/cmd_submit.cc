@@ -148,31 +148,30 @@ void register_submit(CLI::App& app, Context& ctx) {
       if (local.ok() && !local.issues.empty()) *ctx.err << config::format_issues(local.issues);
     }
     const Json body = submit;
-    std::string error;
-    auto r = client->try_request("POST", "/api/jobs", &body, &error);
-    if (!r)
-      throw Error(ExitCode::kUnreachable, "cannot reach the head of '" + target.cluster + "' at " + target.address.url() + ": " + error,
+    const launcher::HeadResponse r = client->try_request("POST", "/api/jobs", &body);
+    if (!r.answered())
+      throw Error(ExitCode::kUnreachable, "cannot reach the head of '" + target.cluster + "' at " + target.address.url() + ": " + r.unreachable,
                   "is the cluster up? 'verlctl status' shows it, 'verlctl up --local 1' starts one");
-    if (r->status == 400 && r->body.is_object() && r->body.contains("issues")) {
+    if (r.status == 400 && r.body.is_object() && r.body.contains("issues")) {
       if (ctx.output == OutputFormat::kJson) {
-        print_json(*ctx.out, {{"valid", false}, {"file", file}, {"issues", r->body["issues"]}});
+        print_json(*ctx.out, {{"valid", false}, {"file", file}, {"issues", r.body["issues"]}});
         ctx.exit_code = static_cast<int>(ExitCode::kInvalidConfig);
         return;
       }
       const std::string where = file.empty() ? "the command line" : "'" + file + "'";
       throw Error(ExitCode::kInvalidConfig,
-                  r->body.value("error", std::string("invalid job config")) + " from " + where + ":\n" +
-                      r->body.value("text", std::string()),
+                  r.body.value("error", std::string("invalid job config")) + " from " + where + ":\n" +
+                      r.body.value("text", std::string()),
                   "fix the keys named above; 'verlctl config show' prints every key with its default");
     }
-    if (r->status != 201 || !r->body.is_object())
+    if (r.status != 201 || !r.body.is_object())
       throw Error(ExitCode::kFailure,
-                  "the head refused the job: " + (r->body.is_object() ? r->body.value("error", std::string("HTTP ") + std::to_string(r->status))
-                                                                      : "HTTP " + std::to_string(r->status)),
-                  r->body.is_object() ? r->body.value("hint", std::string()) : std::string());
-    const std::string id = launcher::wire::parse<launcher::wire::JobRef>(r->body).id;
+                  "the head refused the job: " + (r.body.is_object() ? r.body.value("error", std::string("HTTP ") + std::to_string(r.status))
+                                                                      : "HTTP " + std::to_string(r.status)),
+                  r.body.is_object() ? r.body.value("hint", std::string()) : std::string());
+    const std::string id = launcher::wire::parse<launcher::wire::JobRef>(r.body).id;
     if (a->no_wait) {
-      if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, r->body);
+      if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, r.body);
       else *ctx.out << id << "\n";
       return;
     }
