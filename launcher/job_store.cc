@@ -478,13 +478,10 @@ void JobStore::flush_partials(int64_t job) {
 std::vector<LogLine> JobStore::log_lines(int64_t job, int rank, int64_t after, int limit) const {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("log lines", [&] {
-    std::vector<LogLine> out;
-    SQLite::Statement q(*db_,
-                        "SELECT seq, rank, host, stream, text FROM log_lines WHERE job = ? AND seq > ?"
-                        " AND (? < 0 OR rank = ?) ORDER BY seq LIMIT ?");
-    sql::bind(q, job, after, rank, rank, limit);
-    while (q.executeStep()) out.push_back(line_row(q));
-    return out;
+    return sql::select(*db_,
+                       "SELECT seq, rank, host, stream, text FROM log_lines WHERE job = ? AND seq > ?"
+                       " AND (? < 0 OR rank = ?) ORDER BY seq LIMIT ?",
+                       line_row, job, after, rank, rank, limit);
   });
 }
 
@@ -501,12 +498,10 @@ int64_t JobStore::last_seq(int64_t job) const {
 std::vector<LogLine> JobStore::tail_lines(int64_t job, int rank, int n) const {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("log tail", [&] {
-    std::vector<LogLine> out;
-    SQLite::Statement q(*db_,
-                        "SELECT seq, rank, host, stream, text FROM log_lines WHERE job = ? AND (? < 0 OR rank = ?)"
-                        " ORDER BY seq DESC LIMIT ?");
-    sql::bind(q, job, rank, rank, n);
-    while (q.executeStep()) out.push_back(line_row(q));
+    std::vector<LogLine> out = sql::select(*db_,
+                                           "SELECT seq, rank, host, stream, text FROM log_lines WHERE job = ? AND (? < 0 OR rank = ?)"
+                                           " ORDER BY seq DESC LIMIT ?",
+                                           line_row, job, rank, rank, n);
     std::reverse(out.begin(), out.end());
     return out;
   });

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "common/error.h"
 #include "launcher/states.h"
@@ -112,6 +113,16 @@ template <typename... T>
 void read(SQLite::Statement& q, T&... out) {
   int i = 0;
   (detail::read_one(q, i++, out), ...);
+}
+
+// Runs the query sql on db with values bound; each row as row(statement) makes it, in order.
+template <typename Row, typename... T>
+auto select(SQLite::Database& db, const std::string& sql, Row&& row, const T&... values) {
+  SQLite::Statement q(db, sql);
+  bind(q, values...);
+  std::vector<decltype(row(q))> out;
+  while (q.executeStep()) out.push_back(row(q));
+  return out;
 }
 
 }  // namespace verl::launcher::sql
