@@ -27,6 +27,7 @@ void add_job_file_options(CLI::App* cmd, JobFileArgs& a) {
   cmd->add_option("-f,--file", a.file, "Job config YAML (default: the embedded default job)")->check(CLI::ExistingFile);
   cmd->add_option("--config-path", a.config_path, "Hydra: the folder of the primary config (with --config-name)");
   cmd->add_option("--config-name", a.config_name, "Hydra: the primary config in --config-path, its defaults lists composed");
+  cmd->add_option("overrides", a.overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
 }
 
 std::unique_ptr<CLI::App> build_app(Context& ctx) {

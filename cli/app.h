@@ -36,12 +36,15 @@ int run(int argc, char** argv);
 
 // One registration function per command file (cli/cmd_<name>.cc).
 // A job config given the verl way: -f FILE, or Hydra's --config-path DIR --config-name NAME
-// (composed from the folder's defaults lists, as `python -m verl.trainer.main_ppo` does).
+// (composed from the folder's defaults lists, as `python -m verl.trainer.main_ppo` does), and
+// the overrides put over it (positional key.path=value, +new.key=value, ~key.path).
 struct JobFileArgs {
   std::string file, config_path, config_name;
+  std::vector<std::string> overrides;
   // The primary config file ("" for the embedded default); throws kUsage on -f with --config-name.
   std::string primary() const;
 };
+// -f, --config-path, --config-name and the positional overrides, the same in every command.
 void add_job_file_options(CLI::App* cmd, JobFileArgs& a);
 
 void register_version(CLI::App& app, Context& ctx);

@@ -7,6 +7,7 @@
 #include "cli/job_view.h"
 #include "cli/output.h"
 #include "common/error.h"
+#include "launcher/wire.h"
 #include "probes/gpu_bench.h"
 #include "probes/harness.h"
 #include "probes/probes.h"
@@ -84,17 +85,16 @@ std::vector<probes::Row> probe_job_rows(const Json& job) {
 ClusterProbeReport run_cluster_probe(launcher::HeadClient& client, const std::string& head_host, const Json& spec,
                                      const std::vector<std::string>& node_args, std::ostream& progress,
                                      const std::atomic<bool>* interrupted) {
-  const Json cluster = client.get("/api/cluster");
-  const Json ports = cluster.value("probe_ports", Json());
-  if (!ports.is_object() || !ports.contains("tcp") || !ports.contains("time"))
+  const auto cluster = launcher::wire::parse<launcher::wire::ClusterView>(client.get("/api/cluster"));
+  if (!cluster.probe_ports)
     throw Error(ExitCode::kFailure,
                 "the head at " + client.address().str() + " runs no probe servers (GET /api/cluster has no probe_ports)",
                 "restart the cluster with this verlctl ('verlctl down && verlctl up ...'); an older head lacks them");
   // --exit-zero: a node's failed row is data for this side to judge; a task that exits 5 would
   // end the job and stop the nodes still probing.
   std::vector<std::string> argv = {"probe", "--exit-zero", "--head", head_host, "--probe-ports",
-                                   ports.at("tcp").dump() + ":" + ports.at("time").dump()};
-  const int store_port = cluster.value("store_port", spec.at("head").at("store_port").get<int>());
+                                   std::to_string(cluster.probe_ports->tcp) + ":" + std::to_string(cluster.probe_ports->time)};
+  const int store_port = cluster.store_port != 0 ? cluster.store_port : spec.at("head").at("store_port").get<int>();
   for (const auto& o : spec_overrides_for_nodes(spec, client.address().port, store_port)) argv.push_back(o);
   argv.insert(argv.end(), node_args.begin(), node_args.end());
 

@@ -15,7 +15,6 @@ struct ConfigArgs {
   JobFileArgs job;
   std::string file;  // job.primary(), set when the command runs
   std::string kind = "job";
-  std::vector<std::string> overrides;
   std::string cluster_file;
   double gpu_memory_gib = 80;
   bool strict = false;
@@ -82,7 +81,6 @@ void add_common(CLI::App* cmd, ConfigArgs& a) {
   cmd->add_option("--kind", a.kind, "What the file is: job (job config) or cluster (cluster spec)")
       ->check(CLI::IsMember({"job", "cluster"}))
       ->default_str("job");
-  cmd->add_option("overrides", a.overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
 }
 
 }  // namespace
@@ -96,8 +94,8 @@ void register_config(CLI::App& app, Context& ctx) {
   add_common(show, *args);
   show->callback([&ctx, args] {
     args->file = args->job.primary();
-    auto doc = config::resolve(kind_of(*args), args->file, args->overrides);
-    if (!doc.ok()) config::load(kind_of(*args), args->file, args->overrides);  // throws with every issue
+    auto doc = config::resolve(kind_of(*args), args->file, args->job.overrides);
+    if (!doc.ok()) config::load(kind_of(*args), args->file, args->job.overrides);  // throws with every issue
     if (ctx.output == OutputFormat::kJson) {
       print_json(*ctx.out, doc.value);
       return;
@@ -120,7 +118,7 @@ void register_config(CLI::App& app, Context& ctx) {
   validate->callback([&ctx, args] {
     args->file = args->job.primary();
     const auto kind = kind_of(*args);
-    auto doc = config::resolve(kind, args->file, args->overrides);
+    auto doc = config::resolve(kind, args->file, args->job.overrides);
     const std::string what = args->file.empty() ? "the default " + std::string(config::kind_name(kind)) : args->file;
     if (kind == config::Kind::kJob) check_data_files(doc);
     if (ctx.output == OutputFormat::kJson) {
@@ -156,7 +154,7 @@ void register_config(CLI::App& app, Context& ctx) {
     args->file = args->job.primary();
     if (args->kind != "job") throw Error(ExitCode::kUsage, "config lint advises on job configs only", "drop --kind cluster; pass the spec with --cluster");
     std::vector<config::Issue> warnings;
-    auto job = config::load_job(args->file, args->overrides, &warnings);
+    auto job = config::load_job(args->file, args->job.overrides, &warnings);
     config::Json cluster;
     if (!args->cluster_file.empty()) cluster = config::load_cluster(args->cluster_file, {});
     for (auto& w : config::lint_job(job, args->cluster_file.empty() ? nullptr : &cluster, args->gpu_memory_gib))

@@ -52,7 +52,7 @@ void register_head(CLI::App& app, Context& ctx) {
     // offset), on any free port of the head's bind address; /api/cluster names them.
     probes::TcpServer tcp_server(o.bind_host, 0);
     probes::TimeServer time_server(o.bind_host, 0);
-    o.probe_ports = {{"tcp", tcp_server.endpoint().port}, {"time", time_server.endpoint().port}};
+    o.probe_ports = launcher::wire::ProbePorts{tcp_server.endpoint().port, time_server.endpoint().port};
     const auto& stop = launcher::install_stop_flag();
     launcher::Head head(o);
     head.start();

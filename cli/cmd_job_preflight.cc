@@ -14,7 +14,6 @@ namespace {
 
 struct JobPreflightArgs {
   JobFileArgs job;
-  std::vector<std::string> overrides;
   bool exit_zero = false;
 };
 
@@ -25,12 +24,11 @@ void register_job_preflight(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
       "job-preflight", "Check a job's data files, model directories and checkpoint directory on this machine");
   add_job_file_options(cmd, a->job);
-  cmd->add_option("overrides", a->overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
   cmd->add_flag("--exit-zero", a->exit_zero, "Exit 0 even when a check fails (the report says it)");
   cmd->footer("Runs on every node of a submitted job before its ranks start ('submit --skip-job-preflight' turns "
               "that off). Examples:\n  verlctl job-preflight -f job.yaml\n  verlctl job-preflight -f job.yaml -o json");
   cmd->callback([&ctx, a] {
-    const auto job = config::load_job(a->job.primary(), a->overrides);
+    const auto job = config::load_job(a->job.primary(), a->job.overrides);
     const PreflightReport r = run_job_preflight(job);
     if (ctx.output == OutputFormat::kJson) {
       print_json(*ctx.out, to_json(r));

@@ -302,22 +302,21 @@ void register_smoke(CLI::App& app, Context& ctx) {
       submit.overrides.assign(std::begin(kDefaultJob), std::end(kDefaultJob));
       submit.overrides.insert(submit.overrides.end(), a->overrides.begin(), a->overrides.end());
       const Json request = submit;
-      std::string error;
-      const auto r = client->try_request("POST", "/api/jobs", &request, &error);
-      if (!r) throw CheckFailed{"the head at " + client->address().str() + " does not answer: " + error};
-      if (r->status != 201) {
+      const launcher::HeadResponse r = client->try_request("POST", "/api/jobs", &request);
+      if (!r.answered()) throw CheckFailed{"the head at " + client->address().str() + " does not answer: " + r.unreachable};
+      if (r.status != 201) {
         // A config the head refuses: its issues, each with the key path, are the message.
-        const Json& b = r->body;
+        const Json& b = r.body;
         const bool obj = b.is_object();
-        throw CheckFailed{"POST /api/jobs answered " + std::to_string(r->status) + ": " +
+        throw CheckFailed{"POST /api/jobs answered " + std::to_string(r.status) + ": " +
                           (obj ? b.value("error", std::string()) : std::string()) +
                           (obj && b.contains("text") ? "\n" + b.value("text", std::string()) : std::string())};
       }
       launcher::wire::JobRef answer;
       try {
-        answer = launcher::wire::parse<launcher::wire::JobRef>(r->body);
+        answer = launcher::wire::parse<launcher::wire::JobRef>(r.body);
       } catch (const launcher::wire::BadMessage& e) {
-        throw CheckFailed{"the head answered no job: " + std::string(e.what()) + ": " + r->body.dump()};
+        throw CheckFailed{"the head answered no job: " + std::string(e.what()) + ": " + r.body.dump()};
       }
       job_id = answer.id;
       return job_id + " " + to_string(answer.state);

@@ -66,7 +66,7 @@ void register_status(CLI::App& app, Context& ctx) {
     if (targets_address(*target)) {  // a head on another machine: what it says, without this machine's state
       head = find_head(*target);
       auto client = connect(head, std::chrono::milliseconds(3000));
-      r.cluster = client->get("/api/cluster");
+      r.cluster = launcher::wire::parse<launcher::wire::ClusterView>(client->get("/api/cluster"));
       r.nodes = client->get("/api/nodes").value("nodes", Json::array());
       r.state.head_host = head.address.host;
       r.state.head_port = head.address.port;
@@ -76,19 +76,17 @@ void register_status(CLI::App& app, Context& ctx) {
     }
     const Json probe_run = latest_probes(head);
     if (ctx.output == OutputFormat::kJson) {
-      Json j = {{"cluster", r.cluster}, {"nodes", r.nodes}};
+      Json j = {{"cluster", Json(r.cluster)}, {"nodes", r.nodes}};
       if (!r.allocation.empty()) j["allocation"] = r.allocation;
       j["probes"] = probe_run;
       print_json(*ctx.out, j);
       return;
     }
-    const Json& c = r.cluster;
-    const Json counts = c.value("counts", Json::object());
-    const auto expected = c.value("expected_nodes", std::vector<std::string>{});
-    *ctx.out << "cluster " << c.value("name", *name) << " (backend " << c.value("backend", "?") << "): "
-             << c.value("state", "?") << "; head http://" << r.state.head_host << ":" << r.state.head_port << " (pid "
-             << c.at("head").value("pid", 0) << ", up " << format_seconds(c.at("head").value("uptime_s", 0.0), 1) << "); "
-             << counts.value("alive", 0) << "/" << expected.size() << " nodes alive\n";
+    const launcher::wire::ClusterView& c = r.cluster;
+    const auto& expected = c.expected_nodes;
+    *ctx.out << "cluster " << c.name << " (backend " << c.backend << "): " << c.state()
+             << "; head http://" << r.state.head_host << ":" << r.state.head_port << " (pid " << c.head.pid << ", up "
+             << format_seconds(c.head.uptime_s, 1) << "); " << c.alive << "/" << expected.size() << " nodes alive\n";
     if (r.allocation.contains("summary")) *ctx.out << "allocation: " << r.allocation.value("summary", "") << "\n";
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> seen;

@@ -35,7 +35,6 @@ using Json = nlohmann::ordered_json;
 
 struct SubmitArgs {
   JobFileArgs job;
-  std::vector<std::string> overrides;
   bool no_wait = false;
   bool skip_job_preflight = false;
   bool nccl_debug = false;
@@ -95,7 +94,6 @@ void register_submit(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<SubmitArgs>();
   auto* cmd = app.add_subcommand("submit", "Submit a job to a running cluster and follow it to its end");
   add_job_file_options(cmd, a->job);
-  cmd->add_option("overrides", a->overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
   cmd->add_flag("--no-wait", a->no_wait, "Print the job id and return at once");
   cmd->add_flag("--skip-job-preflight", a->skip_job_preflight,
                 "Start the ranks without first checking data, model and checkpoint paths on every node");
@@ -132,7 +130,7 @@ void register_submit(CLI::App& app, Context& ctx) {
     auto client = connect(target);
     launcher::wire::Submit submit;
     submit.kind = ctx.command ? launcher::JobKind::kCommand : launcher::JobKind::kTrain;
-    submit.overrides = a->overrides;
+    submit.overrides = a->job.overrides;
     submit.preflight = !ctx.command && !a->skip_job_preflight;
     submit.nccl_debug = a->nccl_debug;
     if (ctx.command) submit.command = std::move(command);
@@ -146,35 +144,34 @@ void register_submit(CLI::App& app, Context& ctx) {
     // Warnings (verl keys accepted and ignored) are the submitter's to read; errors come back from the head.
     // (A command job reads only its shape: the head names any other key.)
     if (!ctx.command) {
-      const auto local = config::resolve_text(config::Kind::kJob, submit.yaml, file, a->overrides);
+      const auto local = config::resolve_text(config::Kind::kJob, submit.yaml, file, a->job.overrides);
       if (local.ok() && !local.issues.empty()) *ctx.err << config::format_issues(local.issues);
     }
     const Json body = submit;
-    std::string error;
-    auto r = client->try_request("POST", "/api/jobs", &body, &error);
-    if (!r)
-      throw Error(ExitCode::kUnreachable, "cannot reach the head of '" + target.cluster + "' at " + target.address.url() + ": " + error,
+    const launcher::HeadResponse r = client->try_request("POST", "/api/jobs", &body);
+    if (!r.answered())
+      throw Error(ExitCode::kUnreachable, "cannot reach the head of '" + target.cluster + "' at " + target.address.url() + ": " + r.unreachable,
                   "is the cluster up? 'verlctl status' shows it, 'verlctl up --local 1' starts one");
-    if (r->status == 400 && r->body.is_object() && r->body.contains("issues")) {
+    if (r.status == 400 && r.body.is_object() && r.body.contains("issues")) {
       if (ctx.output == OutputFormat::kJson) {
-        print_json(*ctx.out, {{"valid", false}, {"file", file}, {"issues", r->body["issues"]}});
+        print_json(*ctx.out, {{"valid", false}, {"file", file}, {"issues", r.body["issues"]}});
         ctx.exit_code = static_cast<int>(ExitCode::kInvalidConfig);
         return;
       }
       const std::string where = file.empty() ? "the command line" : "'" + file + "'";
       throw Error(ExitCode::kInvalidConfig,
-                  r->body.value("error", std::string("invalid job config")) + " from " + where + ":\n" +
-                      r->body.value("text", std::string()),
+                  r.body.value("error", std::string("invalid job config")) + " from " + where + ":\n" +
+                      r.body.value("text", std::string()),
                   "fix the keys named above; 'verlctl config show' prints every key with its default");
     }
-    if (r->status != 201 || !r->body.is_object())
+    if (r.status != 201 || !r.body.is_object())
       throw Error(ExitCode::kFailure,
-                  "the head refused the job: " + (r->body.is_object() ? r->body.value("error", std::string("HTTP ") + std::to_string(r->status))
-                                                                      : "HTTP " + std::to_string(r->status)),
-                  r->body.is_object() ? r->body.value("hint", std::string()) : std::string());
-    const std::string id = launcher::wire::parse<launcher::wire::JobRef>(r->body).id;
+                  "the head refused the job: " + (r.body.is_object() ? r.body.value("error", std::string("HTTP ") + std::to_string(r.status))
+                                                                      : "HTTP " + std::to_string(r.status)),
+                  r.body.is_object() ? r.body.value("hint", std::string()) : std::string());
+    const std::string id = launcher::wire::parse<launcher::wire::JobRef>(r.body).id;
     if (a->no_wait) {
-      if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, r->body);
+      if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, r.body);
       else *ctx.out << id << "\n";
       return;
     }

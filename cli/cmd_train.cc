@@ -14,7 +14,6 @@ namespace {
 
 struct TrainArgs {
   JobFileArgs job;
-  std::vector<std::string> overrides;
   bool sft = false;
   int rank = -1, world_size = -1, local_rank = -1, master_port = -1;
   std::string master_addr;
@@ -28,7 +27,6 @@ void register_train(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "Run the PPO/GRPO trainer in the foreground as one rank");
   add_job_file_options(cmd, args->job);
-  cmd->add_option("overrides", args->overrides, "Overrides: key.path=value, +new.key=value, ~key.path");
   cmd->add_flag("--sft", args->sft, "Run only the supervised warm start (trainer.sft_warmup_steps steps, or total_training_steps when 0)");
   cmd->add_option("--rank", args->rank, "This process's rank (sets RANK)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--world-size", args->world_size, "Number of ranks (sets WORLD_SIZE)")->check(CLI::PositiveNumber);
@@ -40,7 +38,7 @@ void register_train(CLI::App& app, Context& ctx) {
               "  verlctl train --config-path verl/trainer/config --config-name ppo_trainer data.train_files=...");
   cmd->callback([&ctx, args] {
     std::vector<config::Issue> warnings;
-    auto job = config::load_job(args->job.primary(), args->overrides, &warnings);
+    auto job = config::load_job(args->job.primary(), args->job.overrides, &warnings);
     if (!warnings.empty()) *ctx.err << config::format_issues(warnings);
     if (args->rank >= 0) set_env("RANK", std::to_string(args->rank));
     if (args->world_size >= 0) set_env("WORLD_SIZE", std::to_string(args->world_size));

@@ -420,11 +420,10 @@ class Runner {
   }
 
   bool post(const std::string& path, const Json& body, bool* gone) {
-    std::string error;
-    auto r = client_.try_request("POST", path, &body, &error);
-    if (r && r->status == 401) rejected(o_);
-    *gone = r && r->status >= 400 && r->status < 500;  // the head will never take it: do not resend
-    return r && r->status >= 200 && r->status < 300;
+    const HeadResponse r = client_.try_request("POST", path, &body);
+    if (r.status == 401) rejected(o_);
+    *gone = r.status >= 400 && r.status < 500;  // the head will never take it: do not resend
+    return r.ok();
   }
 
   void ship_stream(Task& t, Stream& s) {
@@ -570,19 +569,18 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     // nvidia-smi is a process per call: only where the node has GPUs.
     if (o.sample_gpus && o.resources.gpus > 0) beat.gpus = sample_gpus();
     const Json body = beat;
-    std::string error;
-    auto r = client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/heartbeat", &body, &error);
-    if (r && r->status == 401) rejected(o);
-    if (r && r->status == 404) {
+    const HeadResponse r = client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/heartbeat", &body);
+    if (r.status == 401) rejected(o);
+    if (r.status == 404) {
       log::Warn() << "the head does not know node id " << id << " any more; registering again";
       id = -1;
       return false;
     }
     std::optional<wire::HeartbeatReply> answer;
-    std::string why = r ? "HTTP " + std::to_string(r->status) : error;
-    if (r && r->status == 200) {
+    std::string why = r.problem();
+    if (r.status == 200) {
       try {
-        answer = wire::parse<wire::HeartbeatReply>(r->body);
+        answer = wire::parse<wire::HeartbeatReply>(r.body);
       } catch (const wire::BadMessage& e) {
         why = std::string("its heartbeat answer does not parse: ") + e.what() + " (is it another verlctl version?)";
       }
@@ -627,18 +625,17 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     }
     bool ok = false;
     if (id < 0 && Clock::now() >= next_beat) {
-      std::string error;
-      auto r = client.try_request("POST", "/api/nodes/register", &registration, &error);
-      if (r && r->status == 401) rejected(o);
-      if (r && r->status == 409) {
+      const HeadResponse r = client.try_request("POST", "/api/nodes/register", &registration);
+      if (r.status == 401) rejected(o);
+      if (r.status == 409) {
         log::Info() << "the head is shutting down; node " << o.node_name << " does not register";
         end = AgentExit::kShutdown;
         break;
       }
-      std::string why = r ? "HTTP " + std::to_string(r->status) : error;
-      if (r && r->status == 200) {
+      std::string why = r.problem();
+      if (r.status == 200) {
         try {
-          id = wire::parse<wire::RegisterReply>(r->body).id;
+          id = wire::parse<wire::RegisterReply>(r.body).id;
           ok = true;
         } catch (const wire::BadMessage& e) {
           why = std::string("its answer to register does not parse: ") + e.what();
@@ -660,7 +657,7 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
         log::Info() << "the head asked for shutdown; node " << o.node_name << " leaves";
         wind_down();
         const Json leave = wire::Leave{"shutdown requested by the head"};
-        client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/leave", &leave, nullptr);
+        client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/leave", &leave);
         return AgentExit::kShutdown;
       }
     } else {
@@ -681,7 +678,7 @@ AgentExit run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   wind_down();
   if (end == AgentExit::kStopped && id >= 0) {
     const Json leave = wire::Leave{"agent stopped by a signal"};
-    client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/leave", &leave, nullptr);
+    client.try_request("POST", "/api/nodes/" + std::to_string(id) + "/leave", &leave);
   }
   log::Info() << "node " << o.node_name << " " << agent_exit_name(end);
   return end;

@@ -1,5 +1,5 @@
 // The backend factory and what every backend shares: the node names of a resolved spec and the
-// sequential start_agents. The one place, with node_names, that looks at spec.backend.
+// sequential start_agents and the one-at-a-time ended_all / stop_all. The one place, with node_names, that looks at spec.backend.
 #include "launcher/backend.h"
 
 #include <cstdio>
@@ -28,6 +28,18 @@ std::vector<std::string> node_names(const ClusterSpec& spec) {
       return names;
   }
   return names;
+}
+
+std::vector<std::optional<std::string>> OneAtATimeBackend::ended_all(const std::vector<ProcessRecord>& ps) {
+  std::vector<std::optional<std::string>> out;
+  for (const auto& p : ps) out.push_back(ended_one(p));
+  return out;
+}
+
+std::vector<bool> OneAtATimeBackend::stop_all(const std::vector<ProcessRecord>& ps, std::chrono::milliseconds grace) {
+  std::vector<bool> out;
+  for (const auto& p : ps) out.push_back(stop_one(p, grace));
+  return out;
 }
 
 std::string daemon_log_level() {

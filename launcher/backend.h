@@ -147,6 +147,20 @@ class Backend {
   virtual nlohmann::ordered_json allocation() { return nlohmann::ordered_json::object(); }
 };
 
+// A backend that asks about its daemons one at a time, from this machine (local, slurm):
+// ended_all and stop_all ask ended_one / stop_one of each record in order. A backend that can
+// ask many at once (ssh, over its per-node sessions) derives from Backend itself.
+class OneAtATimeBackend : public Backend {
+ public:
+  std::vector<std::optional<std::string>> ended_all(const std::vector<ProcessRecord>& ps) final;
+  std::vector<bool> stop_all(const std::vector<ProcessRecord>& ps, std::chrono::milliseconds grace) final;
+
+ protected:
+  // ended_all / stop_all of one record.
+  virtual std::optional<std::string> ended_one(const ProcessRecord& p) = 0;
+  virtual bool stop_one(const ProcessRecord& p, std::chrono::milliseconds grace) = 0;
+};
+
 // spec: the resolved cluster spec; state_dir: the cluster's state directory; exe: the verlctl
 // binary the daemons run.
 std::unique_ptr<Backend> make_backend(const ClusterSpec& spec, const std::string& state_dir, const std::string& exe);

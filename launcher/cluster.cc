@@ -104,29 +104,23 @@ std::optional<std::string> try_read_token(const StatePaths& paths) {
   }
 }
 
-// The head of a recorded cluster answers with this token: its /api/cluster, else nullopt and why.
-std::optional<Json> probe_head(const ClusterState& s, const StatePaths& paths, std::string* why) {
+// probe_head's answer: the recorded cluster's view from its head, or why there is none.
+struct HeadProbe {
+  std::optional<wire::ClusterView> cluster;
+  std::string why;  // when there is no cluster
+};
+
+// Whether the head of a recorded cluster answers with this token as that cluster.
+HeadProbe probe_head(const ClusterState& s, const StatePaths& paths) {
   auto token = try_read_token(paths);
-  if (!token) {
-    *why = "no token in " + paths.token();
-    return std::nullopt;
-  }
+  if (!token) return {std::nullopt, "no token in " + paths.token()};
   HeadClient client(head_address(s), *token, std::chrono::milliseconds(1500));
-  std::string error;
-  auto r = client.try_request("GET", "/api/cluster", nullptr, &error);
-  if (!r) {
-    *why = error;
-    return std::nullopt;
-  }
-  if (r->status != 200) {
-    *why = "HTTP " + std::to_string(r->status) + (r->status == 401 ? " (another head holds the port?)" : "");
-    return std::nullopt;
-  }
-  if (!r->body.is_object() || r->body.value("name", "") != s.name) {
-    *why = "the head there belongs to another cluster";
-    return std::nullopt;
-  }
-  return r->body;
+  const HeadResponse r = client.try_request("GET", "/api/cluster", nullptr);
+  if (!r.answered()) return {std::nullopt, r.unreachable};
+  if (r.status != 200) return {std::nullopt, r.problem() + (r.status == 401 ? " (another head holds the port?)" : "")};
+  if (!r.body.is_object() || r.body.value("name", "") != s.name)
+    return {std::nullopt, "the head there belongs to another cluster"};
+  return {wire::parse<wire::ClusterView>(r.body), ""};
 }
 
 // Stops those of ps that still run, asking the backend about all of them at once (ended_all,
@@ -265,10 +259,10 @@ class BringUp {
       stop_leftovers(*backend_, {}, plan_.state_dir, progress_);
       return std::nullopt;
     }
-    std::string why;
     if (old->status == ClusterStatus::kUp || old->status == ClusterStatus::kStarting) {
-      if (auto cluster = probe_head(*old, paths_, &why)) return keep(*old, *cluster);
-      progress_("cluster " + spec_.name, "recorded as " + std::string(to_string(old->status)) + " but its head does not answer (" + why +
+      const HeadProbe probe = probe_head(*old, paths_);
+      if (probe.cluster) return keep(*old, *probe.cluster);
+      progress_("cluster " + spec_.name, "recorded as " + std::string(to_string(old->status)) + " but its head does not answer (" + probe.why +
                                              "); cleaning up what is left of it");
     }
     // down records "down" only once every process has ended: nothing of those to check again
@@ -311,9 +305,8 @@ class BringUp {
   }
 
  private:
-  UpResult keep(const ClusterState& old, const Json& cluster) {
+  UpResult keep(const ClusterState& old, const wire::ClusterView& cluster) {
     const std::string& name = spec_.name;
-    const auto counts = cluster.value("counts", Json::object());
     // Agents that ended since (killed, their node rebooted) are started again, as `ray up`
     // repairs a cluster (issue 16, case 10); they register again under their node's name.
     // A backend whose agents are steps of the head's allocation (slurm) cannot.
@@ -342,8 +335,8 @@ class BringUp {
     std::string restarted_list;
     for (const auto& n : restarted) restarted_list += (restarted_list.empty() ? "" : ", ") + n;
     progress_("cluster " + name, "already up (head at " + head_address(old).url() + ", pid " +
-                                     std::to_string(cluster.at("head").value("pid", 0)) + ", " +
-                                     std::to_string(counts.value("alive", 0)) + " nodes alive); " +
+                                     std::to_string(cluster.head.pid) + ", " + std::to_string(cluster.alive) +
+                                     " nodes alive); " +
                                      (restarted.empty() ? std::string("nothing changed")
                                                         : "restarted the agents of " + restarted_list));
     try {
@@ -387,17 +380,17 @@ class BringUp {
         state_.head_host = host;
         save();
       }
-      std::string error = "its address is not known yet";
-      std::optional<HeadResponse> r;
-      if (!host.empty()) r = client_->try_request("GET", "/api/cluster", nullptr, &error);
-      if (r && r->status == 200) {
-        const int64_t pid = r->body.is_object() ? r->body.at("head").value("pid", int64_t{0}) : 0;
+      HeadResponse r;
+      r.unreachable = "its address is not known yet";
+      if (!host.empty()) r = client_->try_request("GET", "/api/cluster", nullptr);
+      if (r.status == 200) {
+        const int64_t pid = r.body.is_object() ? wire::parse<wire::ClusterView>(r.body).head.pid : 0;
         if (pid != 0 && head.pid != 0 && pid != head.pid)
           throw Error(ExitCode::kFailure, "another head (pid " + std::to_string(pid) + ") answers at " + address_.url(),
                       "pick another port with head.dashboard_port=PORT");
         break;
       }
-      if (r && r->status == 401) {
+      if (r.status == 401) {
         // Someone else's head holds the port; ours is about to fail to bind. Its own words
         // (the log) say more than ours, so give it a moment to end first.
         const auto until = Clock::now() + std::chrono::seconds(1);
@@ -408,7 +401,7 @@ class BringUp {
         throw Error(ExitCode::kFailure, "another cluster's head answers at " + address_.url() + " (it rejects our token)",
                     "pick another port with head.dashboard_port=PORT, or 'verlctl down' that cluster");
       }
-      if (r) error = "HTTP " + std::to_string(r->status);
+      const std::string error = r.problem();
       check_alive(head, "starting (before it answered at " + address_.url() + ")");
       if (Clock::now() >= deadline_)
         throw Error(ExitCode::kTimedOut,
@@ -444,10 +437,9 @@ class BringUp {
     std::set<std::string> registered;
     while (registered.size() < agents.size()) {
       check_interrupt("waiting for the agents to register");
-      std::string error;
-      auto r = client_->try_request("GET", "/api/nodes", nullptr, &error);
-      if (r && r->status == 200 && r->body.is_object()) {
-        for (const auto& n : r->body.value("nodes", Json::array())) {
+      const HeadResponse r = client_->try_request("GET", "/api/nodes", nullptr);
+      if (r.status == 200 && r.body.is_object()) {
+        for (const auto& n : r.body.value("nodes", Json::array())) {
           const std::string node = n.value("name", "");
           auto a = std::find_if(agents.begin(), agents.end(), [&](const ProcessRecord& p) { return p.node == node; });
           if (a == agents.end() || registered.count(node) || n.value("state", "") != to_string(NodeState::kAlive)) continue;
@@ -673,7 +665,7 @@ StatusReport query_status(const std::string& name) {
   const std::string summary = report.allocation.is_object() ? report.allocation.value("summary", "") : "";
   const std::string held = summary.empty() ? "" : " (" + summary + ")";
   try {
-    report.cluster = client.get("/api/cluster");
+    report.cluster = wire::parse<wire::ClusterView>(client.get("/api/cluster"));
     report.nodes = client.get("/api/nodes").value("nodes", Json::array());
   } catch (const HeadUnreachable& e) {
     throw Error(ExitCode::kUnreachable,

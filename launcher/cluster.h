@@ -22,6 +22,7 @@
 #include "launcher/backend.h"
 #include "launcher/cluster_spec.h"
 #include "launcher/cluster_state.h"
+#include "launcher/wire.h"
 
 namespace verl::launcher {
 
@@ -77,7 +78,7 @@ DownResult tear_down(const std::string& name, std::chrono::milliseconds graceful
 
 struct StatusReport {
   ClusterState state;
-  nlohmann::ordered_json cluster;  // GET /api/cluster
+  wire::ClusterView cluster;       // GET /api/cluster
   nlohmann::ordered_json nodes;    // GET /api/nodes's list
   nlohmann::ordered_json allocation = nlohmann::ordered_json::object();  // the backend's view (Backend::allocation); {} for none
 };

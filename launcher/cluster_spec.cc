@@ -1,5 +1,7 @@
 #include "launcher/cluster_spec.h"
 
+#include <array>
+
 #include "common/config.h"
 #include "common/error.h"
 
@@ -53,6 +55,17 @@ class Section {
     if (!v.is_boolean()) invalid(path(key), "expected a boolean, got " + describe(v));
     return v.get<bool>();
   }
+  // The one of all whose name(e) the key's string is; an error naming the key and the names when none.
+  template <typename E, size_t N>
+  E choice(const std::string& key, const std::array<E, N>& all, const char* (*name)(E)) const {
+    const std::string v = str(key);
+    std::string names;
+    for (E e : all) {
+      if (v == name(e)) return e;
+      names += (names.empty() ? "" : ", ") + std::string(name(e));
+    }
+    invalid(path(key), "'" + v + "' is not one of " + names);
+  }
   Section section(const std::string& key) const { return Section(at(key), path(key)); }
   const Json& json() const { return j_; }
 
@@ -77,13 +90,94 @@ const char* copy_name(CopyBinary c) {
   return "auto";
 }
 
+constexpr std::array<CopyBinary, 3> kCopyBinaries = {CopyBinary::kAuto, CopyBinary::kAlways, CopyBinary::kNever};
+constexpr std::array<BackendKind, 3> kBackends = {BackendKind::kLocal, BackendKind::kSsh, BackendKind::kSlurm};
+
+// slurm.time: a string, or a number of minutes read as its text.
+struct TimeText {};
+
+// Each section's plain keys, in the spec's order, written once for from_json and to_json:
+// f(key, member) for each (f is a Reader or a Writer).
+template <typename Node, typename F>
+void node_fields(Node& n, F&& f) {
+  f("host", n.host);
+  f("port", n.port);
+  f("user", n.user);
+  f("gpus", n.gpus);
+}
+template <typename Head, typename F>
+void head_fields(Head& h, F&& f) {
+  f("host", h.host);
+  f("bind_host", h.bind_host);
+  f("dashboard_port", h.dashboard_port);
+  f("store_port", h.store_port);
+  f("heartbeat_interval_s", h.heartbeat_interval_s);
+  f("heartbeat_timeout_s", h.heartbeat_timeout_s);
+  f("agent_exit_after_s", h.agent_exit_after_s);
+}
+template <typename Ssh, typename F>
+void ssh_fields(Ssh& s, F&& f) {
+  f("user", s.user);
+  f("port", s.port);
+  f("identity_file", s.identity_file);
+  f("known_hosts", s.known_hosts);
+  f("strict_host_keys", s.strict_host_keys);
+  f("connect_timeout_s", s.connect_timeout_s);
+  f("command_timeout_s", s.command_timeout_s);
+  f("keepalive_s", s.keepalive_s);
+  f("remote_dir", s.remote_dir);
+  f("copy_binary", s.copy_binary);
+  f("parallel", s.parallel);
+}
+template <typename Slurm, typename F>
+void slurm_fields(Slurm& s, F&& f) {
+  f("nodes", s.nodes);
+  f("gpus_per_node", s.gpus_per_node);
+  f("cpus_per_task", s.cpus_per_task);
+  f("partition", s.partition);
+  f("account", s.account);
+  f("time", s.time, TimeText{});
+  f("output", s.output);
+  f("error", s.error);
+}
+
+// Reads a member from its key of one section, checking its type.
+struct Reader {
+  const Section& s;
+  void operator()(const char* k, std::string& v) const { v = s.str(k); }
+  void operator()(const char* k, std::optional<std::string>& v) const { v = s.opt_str(k); }
+  void operator()(const char* k, int& v) const { v = s.integer(k); }
+  void operator()(const char* k, double& v) const { v = s.number(k); }
+  void operator()(const char* k, bool& v) const { v = s.boolean(k); }
+  void operator()(const char* k, CopyBinary& v) const { v = s.choice(k, kCopyBinaries, copy_name); }
+  void operator()(const char* k, std::string& v, TimeText) const {
+    const Json& time = s.at(k);
+    if (!time.is_string() && !time.is_number_integer())
+      invalid(s.path(k), "expected a time such as \"01:00:00\" or minutes, got " + Section::describe(time));
+    v = time.is_string() ? time.get<std::string>() : time.dump();
+  }
+};
+
+// Writes a member under its key (an unset optional as null).
+struct Writer {
+  Json& j;
+  template <typename T>
+  void operator()(const char* k, const T& v, TimeText = {}) const { j[k] = v; }
+  void operator()(const char* k, const std::optional<std::string>& v) const { j[k] = opt(v); }
+  void operator()(const char* k, const CopyBinary& v) const { j[k] = copy_name(v); }
+};
+
+template <typename T, typename Fields>
+Json written(const T& v, Fields fields) {
+  Json j = Json::object();
+  fields(v, Writer{j});
+  return j;
+}
+
 NodeSpec node_from_json(const Json& j, const std::string& path) {
   const Section s(j, path);
   NodeSpec n;
-  n.host = s.str("host");
-  n.port = s.integer("port");
-  n.user = s.opt_str("user");
-  n.gpus = s.integer("gpus");
+  node_fields(n, Reader{s});
   const Section r = s.section("resources");
   for (const char* k : {"cpus", "gpus"})
     if (!r.at(k).is_null()) r.integer(k);  // the type named by key before declared_resources reads it
@@ -95,14 +189,11 @@ NodeSpec node_from_json(const Json& j, const std::string& path) {
 
 Json node_to_json(const NodeSpec& n) {
   const DeclaredResources& d = n.resources;
-  return {{"host", n.host},
-          {"port", n.port},
-          {"user", opt(n.user)},
-          {"gpus", n.gpus},
-          {"resources",
-           {{"cpus", d.cpus ? Json(*d.cpus) : Json(nullptr)},
-            {"gpus", d.gpus ? Json(*d.gpus) : Json(nullptr)},
-            {"gpu_ids", d.gpu_ids ? Json(*d.gpu_ids) : Json(nullptr)}}}};
+  Json j = written(n, [](const auto& v, const Writer& w) { node_fields(v, w); });
+  j["resources"] = {{"cpus", d.cpus ? Json(*d.cpus) : Json(nullptr)},
+                    {"gpus", d.gpus ? Json(*d.gpus) : Json(nullptr)},
+                    {"gpu_ids", d.gpu_ids ? Json(*d.gpu_ids) : Json(nullptr)}};
+  return j;
 }
 
 }  // namespace
@@ -125,55 +216,16 @@ bool operator==(const HeadSpec& a, const HeadSpec& b) {
 void from_json(const Json& j, ClusterSpec& spec) {
   const Section root(j, "");
   spec.name = root.str("name");
-  const std::string backend = root.str("backend");
-  bool known = false;
-  for (BackendKind k : {BackendKind::kLocal, BackendKind::kSsh, BackendKind::kSlurm})
-    if (backend == backend_name(k)) spec.backend = k, known = true;
-  if (!known) invalid("backend", "'" + backend + "' is not one of local, ssh, slurm");
-
-  const Section head = root.section("head");
-  spec.head.host = head.str("host");
-  spec.head.bind_host = head.str("bind_host");
-  spec.head.dashboard_port = head.integer("dashboard_port");
-  spec.head.store_port = head.integer("store_port");
-  spec.head.heartbeat_interval_s = head.number("heartbeat_interval_s");
-  spec.head.heartbeat_timeout_s = head.number("heartbeat_timeout_s");
-  spec.head.agent_exit_after_s = head.number("agent_exit_after_s");
+  spec.backend = root.choice("backend", kBackends, backend_name);
+  head_fields(spec.head, Reader{root.section("head")});
 
   const Json& nodes = root.at("nodes");
   if (!nodes.is_array()) invalid("nodes", "expected a list, got " + Section::describe(nodes));
   spec.nodes.clear();
   for (size_t i = 0; i < nodes.size(); ++i) spec.nodes.push_back(node_from_json(nodes[i], "nodes[" + std::to_string(i) + "]"));
 
-  const Section ssh = root.section("ssh");
-  spec.ssh.user = ssh.opt_str("user");
-  spec.ssh.port = ssh.integer("port");
-  spec.ssh.identity_file = ssh.opt_str("identity_file");
-  spec.ssh.known_hosts = ssh.str("known_hosts");
-  spec.ssh.strict_host_keys = ssh.boolean("strict_host_keys");
-  spec.ssh.connect_timeout_s = ssh.integer("connect_timeout_s");
-  spec.ssh.command_timeout_s = ssh.integer("command_timeout_s");
-  spec.ssh.keepalive_s = ssh.integer("keepalive_s");
-  spec.ssh.remote_dir = ssh.str("remote_dir");
-  const std::string copy = ssh.str("copy_binary");
-  known = false;
-  for (CopyBinary c : {CopyBinary::kAuto, CopyBinary::kAlways, CopyBinary::kNever})
-    if (copy == copy_name(c)) spec.ssh.copy_binary = c, known = true;
-  if (!known) invalid("ssh.copy_binary", "'" + copy + "' is not one of auto, always, never");
-  spec.ssh.parallel = ssh.integer("parallel");
-
-  const Section slurm = root.section("slurm");
-  spec.slurm.nodes = slurm.integer("nodes");
-  spec.slurm.gpus_per_node = slurm.integer("gpus_per_node");
-  spec.slurm.cpus_per_task = slurm.integer("cpus_per_task");
-  spec.slurm.partition = slurm.opt_str("partition");
-  spec.slurm.account = slurm.opt_str("account");
-  const Json& time = slurm.at("time");
-  if (!time.is_string() && !time.is_number_integer())
-    invalid("slurm.time", "expected a time such as \"01:00:00\" or minutes, got " + Section::describe(time));
-  spec.slurm.time = time.is_string() ? time.get<std::string>() : time.dump();
-  spec.slurm.output = slurm.opt_str("output");
-  spec.slurm.error = slurm.opt_str("error");
+  ssh_fields(spec.ssh, Reader{root.section("ssh")});
+  slurm_fields(spec.slurm, Reader{root.section("slurm")});
 
   root.section("container");  // a mapping, named by key when not
   spec.container = container_config(j);
@@ -188,36 +240,10 @@ void to_json(Json& j, const ClusterSpec& spec) {
   const ContainerConfig& c = spec.container;
   j = Json{{"name", spec.name},
            {"backend", backend_name(spec.backend)},
-           {"head",
-            {{"host", spec.head.host},
-             {"bind_host", spec.head.bind_host},
-             {"dashboard_port", spec.head.dashboard_port},
-             {"store_port", spec.head.store_port},
-             {"heartbeat_interval_s", spec.head.heartbeat_interval_s},
-             {"heartbeat_timeout_s", spec.head.heartbeat_timeout_s},
-             {"agent_exit_after_s", spec.head.agent_exit_after_s}}},
+           {"head", written(spec.head, [](const auto& v, const Writer& w) { head_fields(v, w); })},
            {"nodes", nodes},
-           {"ssh",
-            {{"user", opt(spec.ssh.user)},
-             {"port", spec.ssh.port},
-             {"identity_file", opt(spec.ssh.identity_file)},
-             {"known_hosts", spec.ssh.known_hosts},
-             {"strict_host_keys", spec.ssh.strict_host_keys},
-             {"connect_timeout_s", spec.ssh.connect_timeout_s},
-             {"command_timeout_s", spec.ssh.command_timeout_s},
-             {"keepalive_s", spec.ssh.keepalive_s},
-             {"remote_dir", spec.ssh.remote_dir},
-             {"copy_binary", copy_name(spec.ssh.copy_binary)},
-             {"parallel", spec.ssh.parallel}}},
-           {"slurm",
-            {{"nodes", spec.slurm.nodes},
-             {"gpus_per_node", spec.slurm.gpus_per_node},
-             {"cpus_per_task", spec.slurm.cpus_per_task},
-             {"partition", opt(spec.slurm.partition)},
-             {"account", opt(spec.slurm.account)},
-             {"time", spec.slurm.time},
-             {"output", opt(spec.slurm.output)},
-             {"error", opt(spec.slurm.error)}}},
+           {"ssh", written(spec.ssh, [](const auto& v, const Writer& w) { ssh_fields(v, w); })},
+           {"slurm", written(spec.slurm, [](const auto& v, const Writer& w) { slurm_fields(v, w); })},
            {"container",
             {{"runtime", runtime_name(c.runtime)},
              {"image", c.image.empty() ? Json(nullptr) : Json(c.image)},

@@ -206,32 +206,28 @@ void Head::install_routes() {
   });
 
   http.Get("/api/cluster", [this](const httplib::Request&, httplib::Response& res) {
-    const int64_t now = now_ms();
-    int alive = 0, lost = 0, left = 0;
+    wire::ClusterView c;
     for (const auto& n : registry_.nodes()) {
-      if (n.state == NodeState::kAlive) ++alive;
-      else if (n.state == NodeState::kLost) ++lost;
-      else ++left;
+      if (n.state == NodeState::kAlive) ++c.alive;
+      else if (n.state == NodeState::kLost) ++c.lost;
+      else ++c.left;
     }
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
-    reply(res, 200,
-          Json{{"name", options_.cluster_name},
-               {"backend", options_.backend},
-               {"state", shutting_down_ ? "shutting_down" : "up"},
-               {"head",
-                {{"bind", options_.bind_host + ":" + std::to_string(port_)},
-                 {"hostname", host},
-                 {"pid", static_cast<int64_t>(getpid())},
-                 {"started_ms", started_ms_},
-                 {"uptime_s", static_cast<double>(now - started_ms_) / 1000.0}}},
-               {"heartbeat_interval_s", static_cast<double>(options_.heartbeat_interval.count()) / 1000.0},
-               {"heartbeat_timeout_s", static_cast<double>(options_.heartbeat_timeout.count()) / 1000.0},
-               {"expected_nodes", options_.expected_nodes},
-               {"store_port", options_.store_port},
-               {"probe_ports", options_.probe_ports},
-               {"counts",
-                {{to_string(NodeState::kAlive), alive}, {to_string(NodeState::kLost), lost}, {to_string(NodeState::kLeft), left}}}});
+    c.name = options_.cluster_name;
+    c.backend = options_.backend;
+    c.shutting_down = shutting_down_;
+    c.head.bind = options_.bind_host + ":" + std::to_string(port_);
+    c.head.hostname = host;
+    c.head.pid = getpid();
+    c.head.started_ms = started_ms_;
+    c.head.uptime_s = static_cast<double>(now_ms() - started_ms_) / 1000.0;
+    c.heartbeat_interval_s = static_cast<double>(options_.heartbeat_interval.count()) / 1000.0;
+    c.heartbeat_timeout_s = static_cast<double>(options_.heartbeat_timeout.count()) / 1000.0;
+    c.expected_nodes = options_.expected_nodes;
+    c.store_port = options_.store_port;
+    c.probe_ports = options_.probe_ports;
+    reply(res, 200, c);
   });
 
   http.Post("/api/shutdown", [this](const httplib::Request&, httplib::Response& res) {
@@ -356,9 +352,9 @@ void Head::install_job_routes() {
     auto job = job_of(req, res);
     if (!job) return;
     const int64_t now = now_ms();
-    Json d = controller_->detail(*job, now);
-    if (job->kind == JobKind::kTrain) d["scaling"] = scaling_of(*job, now);
-    if (job->nccl_debug) d["nccl"] = nccl_of(*job);
+    wire::Job d = controller_->detail(*job, now);
+    if (job->kind == JobKind::kTrain) d.scaling = scaling_of(*job, now);
+    if (job->nccl_debug) d.nccl = nccl_of(*job);
     reply(res, 200, d);
   });
 

@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "launcher/job_controller.h"
 #include "launcher/job_store.h"
 #include "launcher/node_registry.h"
+#include "launcher/wire.h"
 
 namespace httplib {
 struct Request;
@@ -66,7 +68,7 @@ struct HeadOptions {
   nlohmann::ordered_json container = nullptr;  // the spec's container section (ControllerOptions)
   // The probe servers cli/cmd_head.cc runs beside the head, {tcp, time} ports, shown as
   // GET /api/cluster's probe_ports (null: none run).
-  nlohmann::ordered_json probe_ports = nullptr;
+  std::optional<wire::ProbePorts> probe_ports;
 };
 
 class Head {

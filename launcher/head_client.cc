@@ -64,17 +64,16 @@ HeadClient::~HeadClient() = default;
 
 void HeadClient::set_keep_alive(bool on) { impl_->client.set_keep_alive(on); }
 
-std::optional<HeadResponse> HeadClient::try_request(const std::string& method, const std::string& path,
-                                                    const nlohmann::ordered_json* body, std::string* error) {
+HeadResponse HeadClient::try_request(const std::string& method, const std::string& path, const nlohmann::ordered_json* body) {
   httplib::Result res = method == "GET"
                             ? impl_->client.Get(path.c_str())
                             : impl_->client.Post(path.c_str(), body ? body->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) : std::string("{}"),
                                                  "application/json");
-  if (!res) {
-    if (error) *error = describe(res.error());
-    return std::nullopt;
-  }
   HeadResponse r;
+  if (!res) {
+    r.unreachable = describe(res.error());
+    return r;
+  }
   r.status = res->status;
   r.body = nlohmann::ordered_json::parse(res->body, nullptr, /*allow_exceptions=*/false);
   if (r.body.is_discarded()) r.body = nullptr;
@@ -83,24 +82,23 @@ std::optional<HeadResponse> HeadClient::try_request(const std::string& method, c
 
 nlohmann::ordered_json HeadClient::checked(const std::string& method, const std::string& path,
                                            const nlohmann::ordered_json* body) {
-  std::string error;
-  auto r = try_request(method, path, body, &error);
-  if (!r) throw HeadUnreachable(address_, error);
-  if (r->status >= 200 && r->status < 300) return r->body;
-  std::string message = r->body.is_object() && r->body.contains("error") ? r->body["error"].get<std::string>()
-                                                                           : "HTTP " + std::to_string(r->status);
-  if (r->status == 401)
+  const HeadResponse r = try_request(method, path, body);
+  if (!r.answered()) throw HeadUnreachable(address_, r.unreachable);
+  if (r.ok()) return r.body;
+  std::string message = r.body.is_object() && r.body.contains("error") ? r.body["error"].get<std::string>()
+                                                                           : "HTTP " + std::to_string(r.status);
+  if (r.status == 401)
     throw Error(ExitCode::kFailure, "the head at " + address_.url() + " rejected the token: " + message,
                 "the token is the cluster's <state dir>/token (--token-file, $VERLCTL_TOKEN); another "
                 "cluster's head may hold this port: 'verlctl down' and 'verlctl up' again");
   // The head's own hint says what to do about its answer (a job that does not exist, ...).
-  const std::string hint = r->body.is_object() && r->body.contains("hint") && r->body["hint"].is_string()
-                               ? r->body["hint"].get<std::string>()
-                               : r->status == 404 ? "'verlctl jobs' lists the jobs this head knows (ids are job-N)"
+  const std::string hint = r.body.is_object() && r.body.contains("hint") && r.body["hint"].is_string()
+                               ? r.body["hint"].get<std::string>()
+                               : r.status == 404 ? "'verlctl jobs' lists the jobs this head knows (ids are job-N)"
                                                   : "";
   throw Error(ExitCode::kFailure,
               "the head at " + address_.url() + " answered " + method + " " + path + " with " +
-                  std::to_string(r->status) + ": " + message,
+                  std::to_string(r.status) + ": " + message,
               hint);
 }
 

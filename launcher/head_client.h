@@ -23,9 +23,16 @@ struct HeadAddress {
   static HeadAddress parse(const std::string& text);
 };
 
+// A request's outcome: the head's answer, or why the head could not be reached at all
+// (status 0; unreachable says why: connection refused, timed out, ...).
 struct HeadResponse {
-  int status = 0;
+  int status = 0;               // 0: no answer
   nlohmann::ordered_json body;  // null when the body is not JSON
+  std::string unreachable;      // empty when the head answered
+  bool answered() const { return status != 0; }
+  bool ok() const { return status >= 200 && status < 300; }
+  // What went wrong, for a log line: "HTTP 503", or why there is no answer.
+  std::string problem() const { return answered() ? "HTTP " + std::to_string(status) : unreachable; }
 };
 
 // The head could not be reached at all (exit 4). cause() is the transport's reason alone
@@ -58,10 +65,8 @@ class HeadClient {
   // request cost the head an accept and a worker hand-off each (bench/head_scale).
   void set_keep_alive(bool on);
 
-  // The answer whatever its status; nullopt when the head could not be reached at all, with
-  // the reason in *error (connection refused, timed out, ...).
-  std::optional<HeadResponse> try_request(const std::string& method, const std::string& path,
-                                          const nlohmann::ordered_json* body, std::string* error);
+  // The answer whatever its status, or (status 0) why the head could not be reached at all.
+  HeadResponse try_request(const std::string& method, const std::string& path, const nlohmann::ordered_json* body);
   // A 2xx answer's body. Throws HeadUnreachable (a verl::Error, 4) naming the address when the
   // head cannot be reached; failure (1) with the head's message for any other status (401: the token).
   nlohmann::ordered_json get(const std::string& path);

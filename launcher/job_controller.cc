@@ -728,7 +728,6 @@ void JobController::schedule(int64_t now_ms) {
         }
         slots.push_back(std::move(s));
       }
-      std::string why;
       PlacementRequest request{job.nnodes, job.n_gpus_per_node};
       if (job.kind == JobKind::kTrain) {
         // Roles that name GPUs (common/role_placement.h): the GPUs they use, and which each rank takes.
@@ -745,13 +744,13 @@ void JobController::schedule(int64_t now_ms) {
           request.rank_gpu_positions = roles.rank_gpus;  // number N: the N-th GPU reserved on the node
         }
       }
-      auto ranks = place(request, slots, &why);
-      if (!ranks) {
-        pending_reason_[job.id] = why;
+      const PlaceResult placed = place(request, slots);
+      if (!placed.placed()) {
+        pending_reason_[job.id] = placed.why;
         train_blocked = true;
         continue;
       }
-      for (const auto& r : *ranks) {
+      for (const auto& r : placed.ranks) {
         Placement p;
         p.job = job.id;
         p.attempt = job.attempt;
@@ -799,38 +798,32 @@ wire::JobSummary JobController::summary(const JobRecord& j) const {
   return s;
 }
 
-Json JobController::detail(const JobRecord& j, int64_t /*now_ms*/) const {
-  Json d = summary(j);  // wire::JobSummary's fields first
-  d["attempt"] = j.attempt;
-  d["config"] = j.config;
-  if (j.command) d["command_spec"] = *j.command;
-  Json placement = Json::array();
+wire::Job JobController::detail(const JobRecord& j, int64_t /*now_ms*/) const {
+  wire::Job d;
+  d.summary = summary(j);
+  d.attempt = j.attempt;
+  d.config = j.config;
+  d.command_spec = j.command;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& p : store_.placements(j.id, j.attempt)) {
-      Json pj = to_json(p);
+      wire::PlacementView v{p.rank, p.node, p.host, p.local_rank, p.device, p.attempt, p.task_id(), p.state,
+                            p.exit_code, p.signal, p.error, std::nullopt};
       auto w = work_dir_.find(p.node);
-      if (w != work_dir_.end()) pj["dir"] = w->second + "/" + job_dir(j);
-      placement.push_back(pj);
+      if (w != work_dir_.end()) v.dir = w->second + "/" + job_dir(j);
+      d.placement.push_back(std::move(v));
     }
     auto pr = pending_reason_.find(j.id);
-    if (j.state == JobState::kPending && pr != pending_reason_.end()) d["pending_reason"] = pr->second;
+    if (j.state == JobState::kPending && pr != pending_reason_.end()) d.pending_reason = pr->second;
   }
-  d["placement"] = placement;
-  d["rendezvous"] = j.rendezvous;
-  Json events = Json::array();
-  for (const auto& e : store_.events(j.id))
-    events.push_back({{"state", e.state}, {"time_ms", e.time_ms}, {"detail", e.detail}});
-  d["events"] = events;
-  if (!j.failure.is_null()) d["failure"] = j.failure;
+  d.rendezvous = j.rendezvous;
+  for (const auto& e : store_.events(j.id)) d.events.push_back({e.state, e.time_ms, e.detail});
+  d.failure = j.failure;
   const Json rows = store_.latest_metrics(j.id, kTrendPoints);
-  Json latest = rows.empty() ? Json::object() : rows.back();
-  latest.erase("_received_ms");
-  d["latest_metrics"] = latest;
-  Json trend = Json::array();
+  d.latest_metrics = rows.empty() ? Json::object() : rows.back();
+  d.latest_metrics.erase("_received_ms");
   for (const auto& r : rows)
-    if (r.contains(metric_names::kScore) && r[metric_names::kScore].is_number()) trend.push_back(r[metric_names::kScore]);
-  d["score_trend"] = trend;
+    if (r.contains(metric_names::kScore) && r[metric_names::kScore].is_number()) d.score_trend.push_back(r[metric_names::kScore]);
   // ETA from the trainer's own step time (the last rows' mean), else from when rows arrived.
   if (!rows.empty() && j.total_steps > 0 && !is_terminal(j.state)) {
     const int64_t step = rows.back().value("step", 0);
@@ -845,9 +838,9 @@ Json JobController::detail(const JobRecord& j, int64_t /*now_ms*/) const {
     else if (rows.size() >= 2 && rows.back().value("step", 0) > rows.front().value("step", 0))
       per_step = static_cast<double>(rows.back().value("_received_ms", int64_t{0}) - rows.front().value("_received_ms", int64_t{0})) /
                  1000.0 / static_cast<double>(rows.back().value("step", 0) - rows.front().value("step", 0));
-    if (per_step > 0) d["eta_s"] = per_step * static_cast<double>(std::max<int64_t>(0, j.total_steps - step));
+    if (per_step > 0) d.eta_s = per_step * static_cast<double>(std::max<int64_t>(0, j.total_steps - step));
   }
-  if (j.kind == JobKind::kProbe) d["results"] = store_.results(j.id);
+  if (j.kind == JobKind::kProbe) d.results = store_.results(j.id);
   return d;
 }
 

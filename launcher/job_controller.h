@@ -89,7 +89,7 @@ class JobController {
   void note_restart(int64_t now_ms);
 
   wire::JobSummary summary(const JobRecord& job) const;
-  nlohmann::ordered_json detail(const JobRecord& job, int64_t now_ms) const;  // Job: the summary and more
+  wire::Job detail(const JobRecord& job, int64_t now_ms) const;  // Job: the summary and more
 
  private:
   wire::TaskOrder start_order(const JobRecord& job, const Placement& p) const;

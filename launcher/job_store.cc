@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "launcher/sql.h"
 
 namespace verl::launcher {
 namespace {
@@ -15,12 +16,7 @@ using Json = nlohmann::ordered_json;
 
 template <typename F>
 auto guarded(const char* what, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const SQLite::Exception& e) {
-    throw Error(ExitCode::kFailure, std::string("job store: ") + what + ": " + e.what(),
-                "check the disk and the permissions of the state directory");
-  }
+  return sql::guarded("job store", what, std::forward<F>(f));
 }
 
 constexpr const char* kJobColumns =
@@ -29,29 +25,18 @@ constexpr const char* kJobColumns =
 
 JobRecord job_row(SQLite::Statement& q) {
   JobRecord j;
-  j.id = q.getColumn(0).getInt64();
-  j.kind = from_string<JobKind>(q.getColumn(1).getString());
-  j.config = Json::parse(q.getColumn(2).getString());
-  j.state = from_string<JobState>(q.getColumn(3).getString());
-  j.submitted_ms = q.getColumn(4).getInt64();
-  j.started_ms = q.getColumn(5).getInt64();
-  j.ended_ms = q.getColumn(6).getInt64();
-  j.attempt = q.getColumn(7).getInt();
-  j.restarts = q.getColumn(8).getInt();
-  j.nnodes = q.getColumn(9).getInt();
-  j.n_gpus_per_node = q.getColumn(10).getInt();
-  j.world_size = q.getColumn(11).getInt();
-  j.total_steps = q.getColumn(12).getInt64();
-  j.stop_requested = q.getColumn(13).getInt() != 0;
-  j.stop_grace_s = q.getColumn(14).getDouble();
-  j.rendezvous = Json::parse(q.getColumn(15).getString());
-  j.failure = Json::parse(q.getColumn(16).getString());
-  const Json options = Json::parse(q.getColumn(17).getString(), nullptr, /*allow_exceptions=*/false);
+  std::string options_text;
+  sql::read(q, j.id, j.kind, j.config, j.state, j.submitted_ms, j.started_ms, j.ended_ms, j.attempt, j.restarts, j.nnodes,
+            j.n_gpus_per_node, j.world_size, j.total_steps, j.stop_requested, j.stop_grace_s, j.rendezvous, j.failure,
+            options_text);
+  const Json options = Json::parse(options_text, nullptr, /*allow_exceptions=*/false);
   j.preflight = options.is_object() && options.value("preflight", false);
   j.nccl_debug = options.is_object() && options.value("nccl_debug", false);
   if (options.is_object() && options.contains("command")) j.command = options["command"].get<CommandSpec>();
   return j;
 }
+
+constexpr const char* kInsertEvent = "INSERT INTO job_events (job, state, time_ms, detail) VALUES (?, ?, ?, ?)";
 
 constexpr const char* kPlacementColumns =
     "job, attempt, rank, node, host, local_rank, device, state, started_ms, ended_ms, exit_code, signal, error";
@@ -59,41 +44,29 @@ constexpr const char* kPlacementColumns =
 
 Placement placement_row(SQLite::Statement& q) {
   Placement p;
-  p.job = q.getColumn(0).getInt64();
-  p.attempt = q.getColumn(1).getInt();
-  p.rank = q.getColumn(2).getInt();
-  p.node = q.getColumn(3).getString();
-  p.host = q.getColumn(4).getString();
-  p.local_rank = q.getColumn(5).getInt();
-  p.device = q.getColumn(6).getString();
-  p.state = from_string<TaskState>(q.getColumn(7).getString());
-  p.started_ms = q.getColumn(8).getInt64();
-  p.ended_ms = q.getColumn(9).getInt64();
-  if (!q.getColumn(10).isNull()) p.exit_code = q.getColumn(10).getInt();
-  p.signal = q.getColumn(11).getInt();
-  p.error = q.getColumn(12).getString();
+  sql::read(q, p.job, p.attempt, p.rank, p.node, p.host, p.local_rank, p.device, p.state, p.started_ms, p.ended_ms,
+            p.exit_code, p.signal, p.error);
   return p;
 }
 
 LogLine line_row(SQLite::Statement& q) {
   LogLine l;
-  l.seq = q.getColumn(0).getInt64();
-  l.rank = q.getColumn(1).getInt();
-  l.host = q.getColumn(2).getString();
-  l.stream = q.getColumn(3).getString();
-  l.text = q.getColumn(4).getString();
+  sql::read(q, l.seq, l.rank, l.host, l.stream, l.text);
   return l;
+}
+
+// A job_metrics row (row, received_ms) as the API shows it: the row with _received_ms.
+Json metric_row(SQLite::Statement& q) {
+  Json r;
+  int64_t received_ms = 0;
+  sql::read(q, r, received_ms);
+  r["_received_ms"] = received_ms;
+  return r;
 }
 
 void insert_line(SQLite::Database& db, int64_t job, int rank, const std::string& host, const std::string& stream,
                  const std::string& text) {
-  SQLite::Statement q(db, "INSERT INTO log_lines (job, rank, host, stream, text) VALUES (?, ?, ?, ?, ?)");
-  q.bind(1, static_cast<int64_t>(job));
-  q.bind(2, rank);
-  q.bind(3, host);
-  q.bind(4, stream);
-  q.bind(5, text);
-  q.exec();
+  sql::exec(db, "INSERT INTO log_lines (job, rank, host, stream, text) VALUES (?, ?, ?, ?, ?)", job, rank, host, stream, text);
 }
 
 // n hex digits from the system's random source.
@@ -112,16 +85,6 @@ std::string random_hex(size_t n) {
 
 std::string Placement::task_id() const {
   return "job-" + std::to_string(job) + "/" + std::to_string(rank) + "/" + std::to_string(attempt);
-}
-
-Json to_json(const Placement& p) {
-  Json j = {{"rank", p.rank},       {"node", p.node},   {"host", p.host},
-            {"local_rank", p.local_rank}, {"device", p.device}, {"attempt", p.attempt},
-            {"task", p.task_id()},  {"state", to_string(p.state)}};
-  if (p.exit_code) j["exit_code"] = *p.exit_code;
-  if (p.signal) j["signal"] = p.signal;
-  if (!p.error.empty()) j["error"] = p.error;
-  return j;
 }
 
 std::optional<TaskRef> parse_task_id(const std::string& task) {
@@ -182,9 +145,7 @@ JobStore::JobStore(const std::string& path) {
         "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
     // The first head to open the database draws its incarnation; later ones read it.
     {
-      SQLite::Statement put(*db_, "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('incarnation', ?)");
-      put.bind(1, random_hex(16));
-      put.exec();
+      sql::exec(*db_, "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('incarnation', ?)", random_hex(16));
       SQLite::Statement get(*db_, "SELECT value FROM store_meta WHERE key = 'incarnation'");
       if (get.executeStep()) incarnation_ = get.getColumn(0).getString();
     }
@@ -219,7 +180,7 @@ void JobStore::load_view() {
 
 void JobStore::view_put_job(int64_t id) {
   SQLite::Statement q(*db_, std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
-  q.bind(1, static_cast<int64_t>(id));
+  sql::bind(q, id);
   if (!q.executeStep()) return;
   JobRecord j = job_row(q);
   std::lock_guard<std::mutex> view(view_mu_);
@@ -231,28 +192,17 @@ JobRecord JobStore::create(JobRecord job, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("create", [&] {
     SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
-    SQLite::Statement q(*db_,
-                        "INSERT INTO jobs (kind, config, state, submitted_ms, nnodes, n_gpus_per_node, world_size,"
-                        " total_steps, options) VALUES (?, ?, 'PENDING', ?, ?, ?, ?, ?, ?)");
-    q.bind(1, to_string(job.kind));
-    q.bind(2, job.config.dump());
-    q.bind(3, static_cast<int64_t>(now_ms));
-    q.bind(4, job.nnodes);
-    q.bind(5, job.n_gpus_per_node);
-    q.bind(6, job.world_size);
-    q.bind(7, static_cast<int64_t>(job.total_steps));
     Json options = {{"preflight", job.preflight}, {"nccl_debug", job.nccl_debug}};
     if (job.command) options["command"] = *job.command;
-    q.bind(8, options.dump());
-    q.exec();
+    sql::exec(*db_,
+              "INSERT INTO jobs (kind, config, state, submitted_ms, nnodes, n_gpus_per_node, world_size,"
+              " total_steps, options) VALUES (?, ?, 'PENDING', ?, ?, ?, ?, ?, ?)",
+              job.kind, job.config, now_ms, job.nnodes, job.n_gpus_per_node, job.world_size, job.total_steps, options);
     job.id = db_->getLastInsertRowid();
     job.state = JobState::kPending;
     job.submitted_ms = now_ms;
-    SQLite::Statement e(*db_, "INSERT INTO job_events (job, state, time_ms, detail) VALUES (?, 'PENDING', ?, ?)");
-    e.bind(1, static_cast<int64_t>(job.id));
-    e.bind(2, static_cast<int64_t>(now_ms));
-    e.bind(3, std::string("submitted"));
-    e.exec();
+    sql::exec(*db_, "INSERT INTO job_events (job, state, time_ms, detail) VALUES (?, 'PENDING', ?, ?)", job.id, now_ms,
+              "submitted");
     tx.commit();
     view_put_job(job.id);
     return job;
@@ -314,40 +264,21 @@ void JobStore::update(const JobRecord& job, int64_t now_ms, const std::string& d
   guarded("update job", [&] {
     SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     SQLite::Statement old(*db_, "SELECT state, started_ms, ended_ms FROM jobs WHERE id = ?");
-    old.bind(1, static_cast<int64_t>(job.id));
+    sql::bind(old, job.id);
     if (!old.executeStep()) return;
-    const JobState before = from_string<JobState>(old.getColumn(0).getString());
-    int64_t started = old.getColumn(1).getInt64(), ended = old.getColumn(2).getInt64();
+    JobState before = JobState::kPending;
+    int64_t started = 0, ended = 0;
+    sql::read(old, before, started, ended);
     if (job.state == JobState::kRunning && started == 0) started = now_ms;
     if (is_terminal(job.state) && !is_terminal(before)) ended = now_ms;
-    SQLite::Statement q(*db_,
-                        "UPDATE jobs SET config = ?, state = ?, started_ms = ?, ended_ms = ?, attempt = ?, restarts = ?,"
-                        " nnodes = ?, n_gpus_per_node = ?, world_size = ?, total_steps = ?, stop_requested = ?,"
-                        " stop_grace_s = ?, rendezvous = ?, failure = ? WHERE id = ?");
-    q.bind(1, job.config.dump());
-    q.bind(2, to_string(job.state));
-    q.bind(3, static_cast<int64_t>(started));
-    q.bind(4, static_cast<int64_t>(ended));
-    q.bind(5, job.attempt);
-    q.bind(6, job.restarts);
-    q.bind(7, job.nnodes);
-    q.bind(8, job.n_gpus_per_node);
-    q.bind(9, job.world_size);
-    q.bind(10, static_cast<int64_t>(job.total_steps));
-    q.bind(11, job.stop_requested ? 1 : 0);
-    q.bind(12, job.stop_grace_s);
-    q.bind(13, job.rendezvous.dump());
-    q.bind(14, job.failure.dump());
-    q.bind(15, static_cast<int64_t>(job.id));
-    q.exec();
-    if (before != job.state) {
-      SQLite::Statement e(*db_, "INSERT INTO job_events (job, state, time_ms, detail) VALUES (?, ?, ?, ?)");
-      e.bind(1, static_cast<int64_t>(job.id));
-      e.bind(2, to_string(job.state));
-      e.bind(3, static_cast<int64_t>(now_ms));
-      e.bind(4, detail);
-      e.exec();
-    }
+    sql::exec(*db_,
+              "UPDATE jobs SET config = ?, state = ?, started_ms = ?, ended_ms = ?, attempt = ?, restarts = ?,"
+              " nnodes = ?, n_gpus_per_node = ?, world_size = ?, total_steps = ?, stop_requested = ?,"
+              " stop_grace_s = ?, rendezvous = ?, failure = ? WHERE id = ?",
+              job.config, job.state, started, ended, job.attempt, job.restarts, job.nnodes, job.n_gpus_per_node,
+              job.world_size, job.total_steps, job.stop_requested, job.stop_grace_s, job.rendezvous, job.failure, job.id);
+    if (before != job.state)
+      sql::exec(*db_, kInsertEvent, job.id, job.state, now_ms, detail);
     tx.commit();
     view_put_job(job.id);
   });
@@ -356,12 +287,7 @@ void JobStore::update(const JobRecord& job, int64_t now_ms, const std::string& d
 void JobStore::add_event(int64_t job, const std::string& state, int64_t now_ms, const std::string& detail) {
   std::lock_guard<std::mutex> lock(mu_);
   guarded("add event", [&] {
-    SQLite::Statement e(*db_, "INSERT INTO job_events (job, state, time_ms, detail) VALUES (?, ?, ?, ?)");
-    e.bind(1, static_cast<int64_t>(job));
-    e.bind(2, state);
-    e.bind(3, static_cast<int64_t>(now_ms));
-    e.bind(4, detail);
-    e.exec();
+    sql::exec(*db_, kInsertEvent, job, state, now_ms, detail);
   });
 }
 
@@ -370,9 +296,12 @@ std::vector<JobEvent> JobStore::events(int64_t job) const {
   return guarded("events", [&] {
     std::vector<JobEvent> out;
     SQLite::Statement q(*db_, "SELECT state, time_ms, detail FROM job_events WHERE job = ? ORDER BY id");
-    q.bind(1, static_cast<int64_t>(job));
-    while (q.executeStep())
-      out.push_back({q.getColumn(0).getString(), q.getColumn(1).getInt64(), q.getColumn(2).getString()});
+    sql::bind(q, job);
+    while (q.executeStep()) {
+      JobEvent e;
+      sql::read(q, e.state, e.time_ms, e.detail);
+      out.push_back(std::move(e));
+    }
     return out;
   });
 }
@@ -382,18 +311,10 @@ void JobStore::add_placements(const std::vector<Placement>& placements) {
   guarded("place", [&] {
     SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     for (const auto& p : placements) {
-      SQLite::Statement q(*db_,
-                          "INSERT OR REPLACE INTO placements (job, attempt, rank, node, host, local_rank, device, state)"
-                          " VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-      q.bind(1, static_cast<int64_t>(p.job));
-      q.bind(2, p.attempt);
-      q.bind(3, p.rank);
-      q.bind(4, p.node);
-      q.bind(5, p.host);
-      q.bind(6, p.local_rank);
-      q.bind(7, p.device);
-      q.bind(8, to_string(p.state));
-      q.exec();
+      sql::exec(*db_,
+                "INSERT OR REPLACE INTO placements (job, attempt, rank, node, host, local_rank, device, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                p.job, p.attempt, p.rank, p.node, p.host, p.local_rank, p.device, p.state);
     }
     tx.commit();
     std::lock_guard<std::mutex> view(view_mu_);
@@ -410,21 +331,12 @@ void JobStore::add_placements(const std::vector<Placement>& placements) {
 void JobStore::update_placement(const Placement& p) {
   std::lock_guard<std::mutex> lock(mu_);
   guarded("update placement", [&] {
-    SQLite::Statement q(*db_,
-                        "UPDATE placements SET host = ?, state = ?, started_ms = ?, ended_ms = ?, exit_code = ?,"
-                        " signal = ?, error = ? WHERE job = ? AND attempt = ? AND rank = ?");
-    q.bind(1, p.host);
-    q.bind(2, to_string(p.state));
-    q.bind(3, static_cast<int64_t>(p.started_ms));
-    q.bind(4, static_cast<int64_t>(p.ended_ms));
-    if (p.exit_code) q.bind(5, *p.exit_code);
-    else q.bind(5);
-    q.bind(6, p.signal);
-    q.bind(7, p.error);
-    q.bind(8, static_cast<int64_t>(p.job));
-    q.bind(9, p.attempt);
-    q.bind(10, p.rank);
-    if (q.exec() == 0) return;
+    const int changed = sql::exec(*db_,
+                                  "UPDATE placements SET host = ?, state = ?, started_ms = ?, ended_ms = ?, exit_code = ?,"
+                                  " signal = ?, error = ? WHERE job = ? AND attempt = ? AND rank = ?",
+                                  p.host, p.state, p.started_ms, p.ended_ms, p.exit_code, p.signal, p.error, p.job,
+                                  p.attempt, p.rank);
+    if (changed == 0) return;
     std::lock_guard<std::mutex> view(view_mu_);
     auto it = placements_.find({p.job, p.attempt, p.rank});
     if (it == placements_.end()) return;
@@ -508,14 +420,10 @@ int JobStore::append_log(int64_t job, int attempt, int rank, const std::string& 
       SQLite::Statement q(*db_,
                           "SELECT end_offset, partial FROM log_streams WHERE job = ? AND attempt = ? AND rank = ?"
                           " AND stream = ?");
-      q.bind(1, static_cast<int64_t>(job));
-      q.bind(2, attempt);
-      q.bind(3, rank);
-      q.bind(4, stream);
+      sql::bind(q, job, attempt, rank, stream);
       if (q.executeStep()) {
         end = q.getColumn(0).getInt64();
-        const auto col = q.getColumn(1);
-        partial.assign(static_cast<const char*>(col.getBlob()), static_cast<size_t>(col.getBytes()));
+        partial = sql::blob(q.getColumn(1));
       }
     }
     // Only the bytes past what we hold count: a resend of a chunk (or of its head) adds nothing.
@@ -539,18 +447,11 @@ int JobStore::append_log(int64_t job, int attempt, int rank, const std::string& 
       partial.clear();
       ++added;
     }
-    SQLite::Statement u(*db_,
-                        "INSERT INTO log_streams (job, attempt, rank, stream, host, end_offset, partial)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(job, attempt, rank, stream) DO UPDATE SET"
-                        " host = excluded.host, end_offset = excluded.end_offset, partial = excluded.partial");
-    u.bind(1, static_cast<int64_t>(job));
-    u.bind(2, attempt);
-    u.bind(3, rank);
-    u.bind(4, stream);
-    u.bind(5, host);
-    u.bind(6, static_cast<int64_t>(end));
-    u.bind(7, partial.data(), static_cast<int>(partial.size()));
-    u.exec();
+    sql::exec(*db_,
+              "INSERT INTO log_streams (job, attempt, rank, stream, host, end_offset, partial)"
+              " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(job, attempt, rank, stream) DO UPDATE SET"
+              " host = excluded.host, end_offset = excluded.end_offset, partial = excluded.partial",
+              job, attempt, rank, stream, host, end, sql::Blob{partial});
     tx.commit();
     return added;
   });
@@ -564,16 +465,12 @@ void JobStore::flush_partials(int64_t job) {
       SQLite::Statement q(*db_,
                           "SELECT rank, stream, host, partial FROM log_streams WHERE job = ? AND length(partial) > 0"
                           " ORDER BY rank, stream");
-      q.bind(1, static_cast<int64_t>(job));
-      while (q.executeStep()) {
-        const auto col = q.getColumn(3);
+      sql::bind(q, job);
+      while (q.executeStep())
         insert_line(*db_, job, q.getColumn(0).getInt(), q.getColumn(2).getString(), q.getColumn(1).getString(),
-                    std::string(static_cast<const char*>(col.getBlob()), static_cast<size_t>(col.getBytes())));
-      }
+                    sql::blob(q.getColumn(3)));
     }
-    SQLite::Statement u(*db_, "UPDATE log_streams SET partial = '' WHERE job = ?");
-    u.bind(1, static_cast<int64_t>(job));
-    u.exec();
+    sql::exec(*db_, "UPDATE log_streams SET partial = '' WHERE job = ?", job);
     tx.commit();
   });
 }
@@ -581,17 +478,10 @@ void JobStore::flush_partials(int64_t job) {
 std::vector<LogLine> JobStore::log_lines(int64_t job, int rank, int64_t after, int limit) const {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("log lines", [&] {
-    std::vector<LogLine> out;
-    SQLite::Statement q(*db_,
-                        "SELECT seq, rank, host, stream, text FROM log_lines WHERE job = ? AND seq > ?"
-                        " AND (? < 0 OR rank = ?) ORDER BY seq LIMIT ?");
-    q.bind(1, static_cast<int64_t>(job));
-    q.bind(2, static_cast<int64_t>(after));
-    q.bind(3, rank);
-    q.bind(4, rank);
-    q.bind(5, limit);
-    while (q.executeStep()) out.push_back(line_row(q));
-    return out;
+    return sql::select(*db_,
+                       "SELECT seq, rank, host, stream, text FROM log_lines WHERE job = ? AND seq > ?"
+                       " AND (? < 0 OR rank = ?) ORDER BY seq LIMIT ?",
+                       line_row, job, after, rank, rank, limit);
   });
 }
 
@@ -599,7 +489,7 @@ int64_t JobStore::last_seq(int64_t job) const {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("log tail", [&] {
     SQLite::Statement q(*db_, "SELECT COALESCE(MAX(seq), 0) FROM log_lines WHERE job = ?");
-    q.bind(1, static_cast<int64_t>(job));
+    sql::bind(q, job);
     q.executeStep();
     return q.getColumn(0).getInt64();
   });
@@ -608,15 +498,10 @@ int64_t JobStore::last_seq(int64_t job) const {
 std::vector<LogLine> JobStore::tail_lines(int64_t job, int rank, int n) const {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("log tail", [&] {
-    std::vector<LogLine> out;
-    SQLite::Statement q(*db_,
-                        "SELECT seq, rank, host, stream, text FROM log_lines WHERE job = ? AND (? < 0 OR rank = ?)"
-                        " ORDER BY seq DESC LIMIT ?");
-    q.bind(1, static_cast<int64_t>(job));
-    q.bind(2, rank);
-    q.bind(3, rank);
-    q.bind(4, n);
-    while (q.executeStep()) out.push_back(line_row(q));
+    std::vector<LogLine> out = sql::select(*db_,
+                                           "SELECT seq, rank, host, stream, text FROM log_lines WHERE job = ? AND (? < 0 OR rank = ?)"
+                                           " ORDER BY seq DESC LIMIT ?",
+                                           line_row, job, rank, rank, n);
     std::reverse(out.begin(), out.end());
     return out;
   });
@@ -629,12 +514,8 @@ void JobStore::put_metrics(int64_t job, const Json& rows, int64_t now_ms) {
     SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     for (const auto& r : rows) {
       if (!r.is_object() || !r.contains("step") || !r["step"].is_number_integer()) continue;
-      SQLite::Statement q(*db_, "INSERT OR REPLACE INTO job_metrics (job, step, row, received_ms) VALUES (?, ?, ?, ?)");
-      q.bind(1, static_cast<int64_t>(job));
-      q.bind(2, r["step"].get<int64_t>());
-      q.bind(3, r.dump());
-      q.bind(4, static_cast<int64_t>(now_ms));
-      q.exec();
+      sql::exec(*db_, "INSERT OR REPLACE INTO job_metrics (job, step, row, received_ms) VALUES (?, ?, ?, ?)", job,
+                r["step"].get<int64_t>(), r, now_ms);
     }
     tx.commit();
     ++version_;  // a summary shows the latest step
@@ -646,13 +527,8 @@ Json JobStore::metrics(int64_t job, int64_t after_step) const {
   return guarded("metrics", [&] {
     Json out = Json::array();
     SQLite::Statement q(*db_, "SELECT row, received_ms FROM job_metrics WHERE job = ? AND step > ? ORDER BY step");
-    q.bind(1, static_cast<int64_t>(job));
-    q.bind(2, static_cast<int64_t>(after_step));
-    while (q.executeStep()) {
-      Json r = Json::parse(q.getColumn(0).getString());
-      r["_received_ms"] = q.getColumn(1).getInt64();
-      out.push_back(std::move(r));
-    }
+    sql::bind(q, job, after_step);
+    while (q.executeStep()) out.push_back(metric_row(q));
     return out;
   });
 }
@@ -662,13 +538,8 @@ Json JobStore::latest_metrics(int64_t job, int n) const {
   return guarded("metrics", [&] {
     Json out = Json::array();
     SQLite::Statement q(*db_, "SELECT row, received_ms FROM job_metrics WHERE job = ? ORDER BY step DESC LIMIT ?");
-    q.bind(1, static_cast<int64_t>(job));
-    q.bind(2, n);
-    while (q.executeStep()) {
-      Json r = Json::parse(q.getColumn(0).getString());
-      r["_received_ms"] = q.getColumn(1).getInt64();
-      out.insert(out.begin(), std::move(r));
-    }
+    sql::bind(q, job, n);
+    while (q.executeStep()) out.insert(out.begin(), metric_row(q));
     return out;
   });
 }
@@ -676,10 +547,7 @@ Json JobStore::latest_metrics(int64_t job, int n) const {
 void JobStore::put_working_dir(int64_t job, const std::string& tar) {
   std::lock_guard<std::mutex> lock(mu_);
   guarded("put working dir", [&] {
-    SQLite::Statement q(*db_, "INSERT OR REPLACE INTO job_working_dirs (job, tar) VALUES (?, ?)");
-    q.bind(1, static_cast<int64_t>(job));
-    q.bind(2, tar.data(), static_cast<int>(tar.size()));
-    q.exec();
+    sql::exec(*db_, "INSERT OR REPLACE INTO job_working_dirs (job, tar) VALUES (?, ?)", job, sql::Blob{tar});
   });
 }
 
@@ -687,21 +555,16 @@ std::string JobStore::working_dir(int64_t job) const {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("working dir", [&] {
     SQLite::Statement q(*db_, "SELECT tar FROM job_working_dirs WHERE job = ?");
-    q.bind(1, static_cast<int64_t>(job));
+    sql::bind(q, job);
     if (!q.executeStep()) return std::string();
-    const auto col = q.getColumn(0);
-    return std::string(static_cast<const char*>(col.getBlob()), static_cast<size_t>(col.getBytes()));
+    return sql::blob(q.getColumn(0));
   });
 }
 
 void JobStore::put_result(int64_t job, int rank, const Json& result) {
   std::lock_guard<std::mutex> lock(mu_);
   guarded("put result", [&] {
-    SQLite::Statement q(*db_, "INSERT OR REPLACE INTO job_results (job, rank, result) VALUES (?, ?, ?)");
-    q.bind(1, static_cast<int64_t>(job));
-    q.bind(2, rank);
-    q.bind(3, result.dump());
-    q.exec();
+    sql::exec(*db_, "INSERT OR REPLACE INTO job_results (job, rank, result) VALUES (?, ?, ?)", job, rank, result);
   });
 }
 
@@ -710,7 +573,7 @@ Json JobStore::results(int64_t job) const {
   return guarded("results", [&] {
     Json out = Json::object();
     SQLite::Statement q(*db_, "SELECT rank, result FROM job_results WHERE job = ? ORDER BY rank");
-    q.bind(1, static_cast<int64_t>(job));
+    sql::bind(q, job);
     while (q.executeStep()) out[std::to_string(q.getColumn(0).getInt())] = Json::parse(q.getColumn(1).getString());
     return out;
   });

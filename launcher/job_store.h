@@ -81,7 +81,6 @@ struct Placement {
   std::string error;             // why it could not start, or why it is counted as ended
   std::string task_id() const;
 };
-nlohmann::ordered_json to_json(const Placement& p);
 // "job-3/1/0" -> (3, rank 1, attempt 0); nullopt when it is not a task id.
 struct TaskRef {
   int64_t job;

@@ -13,7 +13,7 @@
 namespace verl::launcher {
 namespace {
 
-class LocalBackend : public Backend {
+class LocalBackend : public OneAtATimeBackend {
  public:
   LocalBackend(ClusterSpec spec, std::string dir, std::string exe)
       : spec_(std::move(spec)), paths_(std::move(dir)), exe_(std::move(exe)) {}
@@ -81,25 +81,13 @@ class LocalBackend : public Backend {
     return p;
   }
 
-  std::vector<std::optional<std::string>> ended_all(const std::vector<ProcessRecord>& ps) override {
-    std::vector<std::optional<std::string>> out;
-    for (const auto& p : ps) out.push_back(ended_one(p));
-    return out;
-  }
-
-  std::vector<bool> stop_all(const std::vector<ProcessRecord>& ps, std::chrono::milliseconds grace) override {
-    std::vector<bool> out;
-    for (const auto& p : ps) out.push_back(stop_one(p, grace));
-    return out;
-  }
-
   void detach() override {
     for (auto& [pid, child] : children_) child.release();
     children_.clear();
   }
 
  private:
-  std::optional<std::string> ended_one(const ProcessRecord& p) {
+  std::optional<std::string> ended_one(const ProcessRecord& p) override {
     auto it = children_.find(p.pid);
     if (it == children_.end()) {
       if (is_same_process(p)) return std::nullopt;
@@ -111,7 +99,7 @@ class LocalBackend : public Backend {
     return "exited with code " + std::to_string(r->exit_code);
   }
 
-  bool stop_one(const ProcessRecord& p, std::chrono::milliseconds grace) {
+  bool stop_one(const ProcessRecord& p, std::chrono::milliseconds grace) override {
     auto it = children_.find(p.pid);
     if (it != children_.end()) {
       it->second.stop(grace);

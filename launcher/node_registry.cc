@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "launcher/sql.h"
 
 namespace verl::launcher {
 namespace {
@@ -16,29 +17,17 @@ constexpr const char* kColumns =
 
 NodeRecord row(SQLite::Statement& q) {
   NodeRecord n;
-  n.id = q.getColumn(0).getInt64();
-  n.name = q.getColumn(1).getString();
-  n.host = q.getColumn(2).getString();
-  n.pid = q.getColumn(3).getInt64();
-  n.resources = resources_from_json(nlohmann::ordered_json::parse(q.getColumn(4).getString()));
-  n.registered_ms = q.getColumn(5).getInt64();
-  n.last_heartbeat_ms = q.getColumn(6).getInt64();
-  n.heartbeats = q.getColumn(7).getInt64();
-  n.state = from_string<NodeState>(q.getColumn(8).getString());
-  n.lost_ms = q.getColumn(9).getInt64();
-  n.reason = q.getColumn(10).getString();
+  nlohmann::ordered_json resources;
+  sql::read(q, n.id, n.name, n.host, n.pid, resources, n.registered_ms, n.last_heartbeat_ms, n.heartbeats, n.state,
+            n.lost_ms, n.reason);
+  n.resources = resources_from_json(resources);
   return n;
 }
 
 // SQLite's errors become verl::Error here, at the module boundary.
 template <typename F>
 auto guarded(const char* what, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const SQLite::Exception& e) {
-    throw Error(ExitCode::kFailure, std::string("node registry: ") + what + ": " + e.what(),
-                "check the disk and the permissions of the state directory");
-  }
+  return sql::guarded("node registry", what, std::forward<F>(f));
 }
 
 }  // namespace
@@ -110,22 +99,16 @@ NodeRecord NodeRegistry::register_node(const std::string& name, const std::strin
                                        const Resources& resources, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   return guarded("register", [&] {
-    SQLite::Statement q(*db_,
-                        "INSERT INTO nodes (name, host, pid, resources, registered_ms, last_heartbeat_ms, heartbeats,"
-                        " state, lost_ms, reason) VALUES (?, ?, ?, ?, ?, ?, 0, 'alive', 0, '')"
-                        " ON CONFLICT(name) DO UPDATE SET host = excluded.host, pid = excluded.pid,"
-                        " resources = excluded.resources, registered_ms = excluded.registered_ms,"
-                        " last_heartbeat_ms = excluded.last_heartbeat_ms, heartbeats = 0, state = 'alive',"
-                        " lost_ms = 0, reason = ''");
-    q.bind(1, name);
-    q.bind(2, host);
-    q.bind(3, static_cast<int64_t>(pid));
-    q.bind(4, to_json(resources).dump());
-    q.bind(5, static_cast<int64_t>(now_ms));
-    q.bind(6, static_cast<int64_t>(now_ms));
-    q.exec();
+    sql::exec(*db_,
+              "INSERT INTO nodes (name, host, pid, resources, registered_ms, last_heartbeat_ms, heartbeats,"
+              " state, lost_ms, reason) VALUES (?, ?, ?, ?, ?, ?, 0, 'alive', 0, '')"
+              " ON CONFLICT(name) DO UPDATE SET host = excluded.host, pid = excluded.pid,"
+              " resources = excluded.resources, registered_ms = excluded.registered_ms,"
+              " last_heartbeat_ms = excluded.last_heartbeat_ms, heartbeats = 0, state = 'alive',"
+              " lost_ms = 0, reason = ''",
+              name, host, pid, to_json(resources), now_ms, now_ms);
     SQLite::Statement id(*db_, std::string("SELECT ") + kColumns + " FROM nodes WHERE name = ?");
-    id.bind(1, name);
+    sql::bind(id, name);
     id.executeStep();
     NodeRecord n = row(id);
     dirty_.erase(n.id);
@@ -208,16 +191,8 @@ void NodeRegistry::flush_locked() {
 }
 
 void NodeRegistry::write_state(const NodeRecord& n) {
-  SQLite::Statement u(*db_,
-                      "UPDATE nodes SET last_heartbeat_ms = ?, heartbeats = ?, state = ?, lost_ms = ?, reason = ?"
-                      " WHERE id = ?");
-  u.bind(1, static_cast<int64_t>(n.last_heartbeat_ms));
-  u.bind(2, static_cast<int64_t>(n.heartbeats));
-  u.bind(3, to_string(n.state));
-  u.bind(4, static_cast<int64_t>(n.lost_ms));
-  u.bind(5, n.reason);
-  u.bind(6, static_cast<int64_t>(n.id));
-  u.exec();
+  sql::exec(*db_, "UPDATE nodes SET last_heartbeat_ms = ?, heartbeats = ?, state = ?, lost_ms = ?, reason = ? WHERE id = ?",
+            n.last_heartbeat_ms, n.heartbeats, n.state, n.lost_ms, n.reason, n.id);
 }
 
 std::vector<NodeRecord> NodeRegistry::nodes() const {

@@ -4,8 +4,7 @@
 
 namespace verl::launcher {
 
-std::optional<std::vector<RankSlot>> place(const PlacementRequest& r, const std::vector<NodeSlots>& nodes,
-                                           std::string* why) {
+PlaceResult place(const PlacementRequest& r, const std::vector<NodeSlots>& nodes) {
   std::vector<RankSlot> out;
   int taken = 0;
   const int need = r.gpus_per_node > 0 ? r.gpus_per_node : r.n_gpus_per_node;
@@ -44,18 +43,15 @@ std::optional<std::vector<RankSlot>> place(const PlacementRequest& r, const std:
     }
     ++taken;
   }
-  if (taken == r.nnodes) return out;
-  if (why) {
-    *why = "needs " + std::to_string(r.nnodes) + " node" + (r.nnodes == 1 ? "" : "s") + " with " +
-           std::to_string(need) + " free slot" + (need == 1 ? "" : "s") + " each" +
-           (need != r.n_gpus_per_node ? " (role placement: " + std::to_string(r.n_gpus_per_node) + " ranks on " +
-                                            std::to_string(need) + " GPUs)"
-                                      : std::string()) +
-           "; " +
-           std::to_string(taken) + " of " + std::to_string(nodes.size()) + " alive node" +
-           (nodes.size() == 1 ? " has" : "s have") + " them";
-  }
-  return std::nullopt;
+  if (taken == r.nnodes) return {std::move(out), ""};
+  return {{},
+          "needs " + std::to_string(r.nnodes) + " node" + (r.nnodes == 1 ? "" : "s") + " with " + std::to_string(need) +
+              " free slot" + (need == 1 ? "" : "s") + " each" +
+              (need != r.n_gpus_per_node ? " (role placement: " + std::to_string(r.n_gpus_per_node) + " ranks on " +
+                                               std::to_string(need) + " GPUs)"
+                                         : std::string()) +
+              "; " + std::to_string(taken) + " of " + std::to_string(nodes.size()) + " alive node" +
+              (nodes.size() == 1 ? " has" : "s have") + " them"};
 }
 
 }  // namespace verl::launcher

@@ -10,7 +10,6 @@
 // n_gpus_per_node fits in them.
 #pragma once
 
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,9 +43,14 @@ struct PlacementRequest {
   std::vector<std::vector<int>> rank_gpu_positions;
 };
 
-// The ranks of a placement, or nullopt with *why ("needs 2 nodes with 1 free slot each; 1 of 1
-// alive nodes has them") when the nodes cannot take the job now.
-std::optional<std::vector<RankSlot>> place(const PlacementRequest& request, const std::vector<NodeSlots>& nodes,
-                                           std::string* why);
+// place's answer: the job's ranks, or why the nodes cannot take it now.
+struct PlaceResult {
+  std::vector<RankSlot> ranks;  // in rank order
+  std::string why;              // empty when it fits; else "needs 2 nodes with 1 free slot each; 1 of 1 alive node has them"
+  bool placed() const { return why.empty(); }
+};
+
+// The ranks of a placement on nodes, in their order, or why there is none now.
+PlaceResult place(const PlacementRequest& request, const std::vector<NodeSlots>& nodes);
 
 }  // namespace verl::launcher

@@ -165,7 +165,7 @@ Error sbatch_refused(const process::Result& r, const SlurmSpec& slurm, const std
                "the script is " + script + "; 'sbatch --test-only " + script + "' tells what slurm would do with it");
 }
 
-class SlurmBackend : public Backend {
+class SlurmBackend : public OneAtATimeBackend {
  public:
   SlurmBackend(ClusterSpec spec, std::string dir, std::string exe)
       : spec_(std::move(spec)), paths_(dir), exe_(exe), local_(make_local_backend(spec_, dir, exe)) {
@@ -254,18 +254,6 @@ class SlurmBackend : public Backend {
     return p;
   }
 
-  std::vector<std::optional<std::string>> ended_all(const std::vector<ProcessRecord>& ps) override {
-    std::vector<std::optional<std::string>> out;
-    for (const auto& p : ps) out.push_back(ended_one(p));
-    return out;
-  }
-
-  std::vector<bool> stop_all(const std::vector<ProcessRecord>& ps, std::chrono::milliseconds grace) override {
-    std::vector<bool> out;
-    for (const auto& p : ps) out.push_back(stop_one(p, grace));
-    return out;
-  }
-
   // The agents are steps of the allocation's script: they start and end with it.
   bool can_restart_agent() const override { return false; }
 
@@ -334,7 +322,7 @@ class SlurmBackend : public Backend {
 
  private:
   // Whether the allocation still runs (every record of it ends with it).
-  std::optional<std::string> ended_one(const ProcessRecord& p) {
+  std::optional<std::string> ended_one(const ProcessRecord& p) override {
     if (p.role == ProcessRole::kProcess) return local_->ended(p);  // a leftover found on this machine
     if (job_id_.empty()) return std::string("was never submitted");
     const JobView& v = view(false);
@@ -346,7 +334,7 @@ class SlurmBackend : public Backend {
   }
 
   // Stopping the head cancels the allocation; agents end with it.
-  bool stop_one(const ProcessRecord& p, std::chrono::milliseconds grace) {
+  bool stop_one(const ProcessRecord& p, std::chrono::milliseconds grace) override {
     if (p.role == ProcessRole::kProcess) return local_->stop(p, grace);
     if (p.role != ProcessRole::kHead || job_id_.empty()) return true;  // agents end with the job
     try {

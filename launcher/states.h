@@ -7,6 +7,8 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -31,59 +33,79 @@ enum class OrderAction { kStart, kStop };      // start | stop
 enum class ProcessRole { kHead, kAgent, kProcess };            // head | agent | process
 enum class ClusterStatus { kStarting, kUp, kFailed, kDown };  // a cluster as up/down left it (state.json)
 
-const char* to_string(JobKind v);
-const char* to_string(TaskKind v);
-const char* to_string(JobState v);
-const char* to_string(TaskState v);
-const char* to_string(NodeState v);
-const char* to_string(ReportState v);
-const char* to_string(OrderAction v);
-const char* to_string(ProcessRole v);
-const char* to_string(ClusterStatus v);
+// Each enum's names, indexed by its value (the enums count from 0 without gaps), and what one
+// of them is called in an error: the one table each enum has. to_string, from_string and names
+// take exactly the enums that have one.
+template <typename E>
+struct EnumNames {};
+template <>
+struct EnumNames<JobKind> {
+  static constexpr const char* kWhat = "job kind";
+  static constexpr std::array<const char*, 3> kNames = {"train", "probe", "command"};
+};
+template <>
+struct EnumNames<TaskKind> {
+  static constexpr const char* kWhat = "task kind";
+  static constexpr std::array<const char*, 4> kNames = {"train", "probe", "command", "preflight"};
+};
+template <>
+struct EnumNames<JobState> {
+  static constexpr const char* kWhat = "job state";
+  static constexpr std::array<const char*, 5> kNames = {"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"};
+};
+template <>
+struct EnumNames<TaskState> {
+  static constexpr const char* kWhat = "task state";
+  static constexpr std::array<const char*, 3> kNames = {"assigned", "running", "exited"};
+};
+template <>
+struct EnumNames<NodeState> {
+  static constexpr const char* kWhat = "node state";
+  static constexpr std::array<const char*, 3> kNames = {"alive", "lost", "left"};
+};
+template <>
+struct EnumNames<ReportState> {
+  static constexpr const char* kWhat = "task state";
+  static constexpr std::array<const char*, 2> kNames = {"running", "exited"};
+};
+template <>
+struct EnumNames<OrderAction> {
+  static constexpr const char* kWhat = "order action";
+  static constexpr std::array<const char*, 2> kNames = {"start", "stop"};
+};
+template <>
+struct EnumNames<ProcessRole> {
+  static constexpr const char* kWhat = "process role";
+  static constexpr std::array<const char*, 3> kNames = {"head", "agent", "process"};
+};
+template <>
+struct EnumNames<ClusterStatus> {
+  static constexpr const char* kWhat = "cluster status";
+  static constexpr std::array<const char*, 4> kNames = {"starting", "up", "failed", "down"};
+};
+
+// The name of v; "?" for a value outside the enum.
+template <typename E, typename Table = EnumNames<E>, size_t = Table::kNames.size()>
+const char* to_string(E v) {
+  const auto i = static_cast<size_t>(v);
+  return i < Table::kNames.size() ? Table::kNames[i] : "?";
+}
+
+// The index of name among names[0, n); throws std::invalid_argument naming what, the value and
+// the choices when it is none of them.
+size_t index_of_name(const char* what, const char* const* names, size_t n, const std::string& name);
 
 // "train" -> JobKind::kTrain; anything else throws std::invalid_argument:
 // "unknown job kind 'x' (train, probe or command)".
-template <typename E>
-E from_string(const std::string& name);
-template <>
-JobKind from_string<JobKind>(const std::string& name);
-template <>
-TaskKind from_string<TaskKind>(const std::string& name);
-template <>
-JobState from_string<JobState>(const std::string& name);
-template <>
-TaskState from_string<TaskState>(const std::string& name);
-template <>
-NodeState from_string<NodeState>(const std::string& name);
-template <>
-ReportState from_string<ReportState>(const std::string& name);
-template <>
-OrderAction from_string<OrderAction>(const std::string& name);
-template <>
-ProcessRole from_string<ProcessRole>(const std::string& name);
-template <>
-ClusterStatus from_string<ClusterStatus>(const std::string& name);
+template <typename E, typename Table = EnumNames<E>, size_t = Table::kNames.size()>
+E from_string(const std::string& name) {
+  return static_cast<E>(index_of_name(Table::kWhat, Table::kNames.data(), Table::kNames.size(), name));
+}
 
 // Every name of E, in declaration order ("train, probe or command" in errors and docs tests).
-template <typename E>
-std::vector<std::string> names();
-template <>
-std::vector<std::string> names<JobKind>();
-template <>
-std::vector<std::string> names<TaskKind>();
-template <>
-std::vector<std::string> names<JobState>();
-template <>
-std::vector<std::string> names<TaskState>();
-template <>
-std::vector<std::string> names<NodeState>();
-template <>
-std::vector<std::string> names<ReportState>();
-template <>
-std::vector<std::string> names<OrderAction>();
-template <>
-std::vector<std::string> names<ProcessRole>();
-template <>
-std::vector<std::string> names<ClusterStatus>();
+template <typename E, typename Table = EnumNames<E>, size_t = Table::kNames.size()>
+std::vector<std::string> names() {
+  return {Table::kNames.begin(), Table::kNames.end()};
+}
 
 }  // namespace verl::launcher

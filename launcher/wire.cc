@@ -282,6 +282,64 @@ void from_json(const Json& j, NodeView& v) {
   if (const Json* samples = r.array("gpu_samples")) v.gpu_samples = *samples;
 }
 
+void to_json(Json& j, const HeadView& v) {
+  j = Json{{"bind", v.bind}, {"hostname", v.hostname}, {"pid", v.pid}, {"started_ms", v.started_ms}, {"uptime_s", v.uptime_s}};
+}
+
+void from_json(const Json& j, HeadView& v) {
+  const Reader r(j, "cluster: head");
+  v = HeadView{};
+  v.bind = r.string("bind");
+  v.hostname = r.string("hostname");
+  v.pid = r.integer("pid", 0, 0, kInt64Max);
+  v.started_ms = r.integer("started_ms", 0, 0, kInt64Max);
+  v.uptime_s = r.number("uptime_s", 0, -1e12, 1e12, "seconds");
+}
+
+void to_json(Json& j, const ProbePorts& v) { j = Json{{"tcp", v.tcp}, {"time", v.time}}; }
+
+void from_json(const Json& j, ProbePorts& v) {
+  const Reader r(j, "cluster: probe_ports");
+  r.require("tcp", "a port");
+  r.require("time", "a port");
+  v.tcp = r.int32("tcp", 0, 1, 65535);
+  v.time = r.int32("time", 0, 1, 65535);
+}
+
+void to_json(Json& j, const ClusterView& v) {
+  j = Json{{"name", v.name},
+           {"backend", v.backend},
+           {"state", v.state()},
+           {"head", v.head},
+           {"heartbeat_interval_s", v.heartbeat_interval_s},
+           {"heartbeat_timeout_s", v.heartbeat_timeout_s},
+           {"expected_nodes", v.expected_nodes},
+           {"store_port", v.store_port},
+           {"probe_ports", v.probe_ports ? Json(*v.probe_ports) : Json(nullptr)},
+           {"counts",
+            {{to_string(NodeState::kAlive), v.alive}, {to_string(NodeState::kLost), v.lost}, {to_string(NodeState::kLeft), v.left}}}};
+}
+
+void from_json(const Json& j, ClusterView& v) {
+  const Reader r(j, "cluster");
+  v = ClusterView{};
+  v.name = r.string("name");
+  v.backend = r.string("backend");
+  v.shutting_down = r.string("state", "up") == "shutting_down";
+  if (const Json* head = r.object("head")) v.head = head->get<HeadView>();
+  v.heartbeat_interval_s = r.number("heartbeat_interval_s", 0, 0, 1e9, "seconds");
+  v.heartbeat_timeout_s = r.number("heartbeat_timeout_s", 0, 0, 1e9, "seconds");
+  v.expected_nodes = r.strings("expected_nodes");
+  v.store_port = r.int32("store_port", 0, 0, 65535);
+  if (const Json* ports = r.object("probe_ports")) v.probe_ports = ports->get<ProbePorts>();
+  if (const Json* counts = r.object("counts")) {
+    const Reader c(*counts, r.at("counts"));
+    v.alive = c.int32(to_string(NodeState::kAlive), 0);
+    v.lost = c.int32(to_string(NodeState::kLost), 0);
+    v.left = c.int32(to_string(NodeState::kLeft), 0);
+  }
+}
+
 void to_json(Json& j, const RegisterReply& v) { j = Json{{"id", v.id}, {"heartbeat_interval_s", v.heartbeat_interval_s}}; }
 
 void from_json(const Json& j, RegisterReply& v) {
@@ -555,6 +613,88 @@ void from_json(const Json& j, JobSummary& v) {
   v.world_size = r.int32("world_size", 0);
   v.restarts = r.int32("restarts", 0);
   if (r.has("command")) v.command = r.string("command");
+}
+
+void to_json(Json& j, const PlacementView& v) {
+  j = Json{{"rank", v.rank},         {"node", v.node},     {"host", v.host}, {"local_rank", v.local_rank},
+           {"device", v.device},     {"attempt", v.attempt}, {"task", v.task}, {"state", to_string(v.state)}};
+  if (v.exit_code) j["exit_code"] = *v.exit_code;
+  if (v.signal) j["signal"] = v.signal;
+  if (!v.error.empty()) j["error"] = v.error;
+  if (v.dir) j["dir"] = *v.dir;
+}
+
+namespace {
+
+PlacementView read_placement(const Json& j, const Where& where) {
+  const Reader r(j, where);
+  PlacementView p;
+  p.rank = r.int32("rank", 0);
+  p.node = r.string("node");
+  p.host = r.string("host");
+  p.local_rank = r.int32("local_rank", 0);
+  p.device = r.string("device");
+  p.attempt = r.int32("attempt", 0);
+  p.task = r.string("task");
+  p.state = r.enumeration("state", TaskState::kAssigned);
+  if (r.has("exit_code")) p.exit_code = r.int32("exit_code", 0, kIntMin, kIntMax);
+  p.signal = r.int32("signal", 0, 0, 128);
+  p.error = r.string("error");
+  if (r.has("dir")) p.dir = r.string("dir");
+  return p;
+}
+
+JobEventView read_event(const Json& j, const Where& where) {
+  const Reader r(j, where);
+  return JobEventView{r.string("state"), r.integer("time_ms", 0, 0, kInt64Max), r.string("detail")};
+}
+
+}  // namespace
+
+void from_json(const Json& j, PlacementView& v) { v = read_placement(j, "placement"); }
+
+void to_json(Json& j, const JobEventView& v) { j = Json{{"state", v.state}, {"time_ms", v.time_ms}, {"detail", v.detail}}; }
+
+void from_json(const Json& j, JobEventView& v) { v = read_event(j, "event"); }
+
+void to_json(Json& j, const Job& v) {
+  j = v.summary;  // the summary's fields first
+  j["attempt"] = v.attempt;
+  j["config"] = v.config;
+  if (v.command_spec) j["command_spec"] = *v.command_spec;
+  if (v.pending_reason) j["pending_reason"] = *v.pending_reason;
+  j["placement"] = v.placement;
+  j["rendezvous"] = v.rendezvous;
+  j["events"] = v.events;
+  if (!v.failure.is_null()) j["failure"] = v.failure;
+  j["latest_metrics"] = v.latest_metrics;
+  j["score_trend"] = v.score_trend;
+  if (v.eta_s) j["eta_s"] = *v.eta_s;
+  if (v.results) j["results"] = *v.results;
+  if (v.scaling) j["scaling"] = *v.scaling;
+  if (v.nccl) j["nccl"] = *v.nccl;
+}
+
+void from_json(const Json& j, Job& v) {
+  v = Job{};
+  v.summary = j.get<JobSummary>();
+  const Reader r(j, "job");
+  v.attempt = r.int32("attempt", 0);
+  if (const Json* config = r.field("config")) v.config = *config;
+  if (const Json* spec = r.object("command_spec")) v.command_spec = spec->get<CommandSpec>();
+  if (r.has("pending_reason")) v.pending_reason = r.string("pending_reason");
+  if (const Json* placement = r.array("placement"))
+    for (size_t i = 0; i < placement->size(); ++i) v.placement.push_back(read_placement((*placement)[i], r.at("placement", i)));
+  if (const Json* rendezvous = r.object("rendezvous")) v.rendezvous = *rendezvous;
+  if (const Json* events = r.array("events"))
+    for (size_t i = 0; i < events->size(); ++i) v.events.push_back(read_event((*events)[i], r.at("events", i)));
+  if (const Json* failure = r.field("failure")) v.failure = *failure;
+  if (const Json* latest = r.object("latest_metrics")) v.latest_metrics = *latest;
+  if (const Json* trend = r.array("score_trend")) v.score_trend = *trend;
+  if (r.has("eta_s")) v.eta_s = r.number("eta_s", 0, 0, 1e15, "seconds");
+  if (const Json* results = r.object("results")) v.results = *results;
+  if (const Json* scaling = r.object("scaling")) v.scaling = *scaling;
+  if (const Json* nccl = r.array("nccl")) v.nccl = *nccl;
 }
 
 }  // namespace verl::launcher::wire

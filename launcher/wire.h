@@ -1,7 +1,7 @@
 // The head's HTTP API bodies (docs/API.md) as typed messages, one struct per body, shared by the
 // head (which reads requests and writes answers), the agent (which writes register, heartbeat,
 // log, metric and result bodies and reads orders) and the CLI (which writes submit and stop
-// bodies and reads job summaries). Each has to_json/from_json for nlohmann (`j.get<Heartbeat>()`,
+// bodies and reads job summaries and the cluster's view). Each has to_json/from_json for nlohmann (`j.get<Heartbeat>()`,
 // `Json(order)`), so that no side builds or picks apart a body by hand and both agree on one
 // definition. tests/unit/launcher/wire_test.cc checks these definitions against docs/API.md.
 //
@@ -126,6 +126,38 @@ struct Leave {
   std::string reason = "agent left";
 };
 
+// ---- the cluster ----
+
+// GET /api/cluster's head: where it listens and since when.
+struct HeadView {
+  std::string bind;  // bind_host:port
+  std::string hostname;
+  int64_t pid = 0;
+  int64_t started_ms = 0;
+  double uptime_s = 0;
+};
+
+// GET /api/cluster's probe_ports: the servers `verlctl probe` measures every node against,
+// beside the head (cli/cmd_head.cc).
+struct ProbePorts {
+  int tcp = 0;   // TCP bandwidth
+  int time = 0;  // clock offset
+};
+
+// GET /api/cluster
+struct ClusterView {
+  std::string name, backend;
+  bool shutting_down = false;
+  HeadView head;
+  double heartbeat_interval_s = 0, heartbeat_timeout_s = 0;
+  std::vector<std::string> expected_nodes;
+  int store_port = 0;
+  std::optional<ProbePorts> probe_ports;  // null: none run
+  int alive = 0, lost = 0, left = 0;      // counts: the registry's nodes by state (states.h names)
+  // Its `state`: "shutting_down", else "up".
+  const char* state() const { return shutting_down ? "shutting_down" : "up"; }
+};
+
 // ---- jobs ----
 
 // POST /api/jobs's `command` (kind command): {argv: [..] (non-empty), env?: ["NAME=value"],
@@ -217,6 +249,49 @@ struct JobSummary {
   std::optional<std::string> command;  // a command job's argv as one shell-quoted line
 };
 
+// GET /api/jobs/<id>'s placement entries: a rank of the job's current attempt, where it runs.
+struct PlacementView {
+  int rank = 0;
+  std::string node, host;
+  int local_rank = 0;
+  std::string device;  // cpu | cuda:<index>
+  int attempt = 0;
+  std::string task;  // <job>/<rank>/<attempt>
+  TaskState state = TaskState::kAssigned;
+  std::optional<int> exit_code;
+  int signal = 0;     // 0: none (left out)
+  std::string error;  // empty: none (left out)
+  std::optional<std::string> dir;  // the job directory on its node, once its agent said where
+};
+
+// GET /api/jobs/<id>'s events: a job's state changes and what else happened to it.
+struct JobEventView {
+  std::string state;  // a JobState name, or RESTARTING / STOPPING / PREFLIGHT ...
+  int64_t time_ms = 0;
+  std::string detail;
+};
+
+// GET /api/jobs/<id>: a JobSummary and the rest of the record. What only the head computes
+// from metric rows and logs (scaling.h, nccl_log.h) and what the job itself defines (config,
+// failure, metric rows, probe results) travel as the JSON they are.
+struct Job {
+  JobSummary summary;
+  int attempt = 0;
+  Json config;
+  std::optional<CommandSpec> command_spec;
+  std::optional<std::string> pending_reason;  // PENDING: why it waits
+  std::vector<PlacementView> placement;
+  Json rendezvous = Json::object();  // {master_addr, master_port}
+  std::vector<JobEventView> events;
+  Json failure;  // null: none
+  Json latest_metrics = Json::object();
+  Json score_trend = Json::array();
+  std::optional<double> eta_s;
+  std::optional<Json> results;  // probe jobs: {"<rank>": report}
+  std::optional<Json> scaling;  // train jobs
+  std::optional<Json> nccl;     // jobs submitted with nccl_debug: [per node]
+};
+
 #define VERL_WIRE_MESSAGE(T)            \
   void to_json(Json& j, const T& v);    \
   void from_json(const Json& j, T& v);
@@ -229,6 +304,9 @@ VERL_WIRE_MESSAGE(TaskOrder)
 VERL_WIRE_MESSAGE(HeartbeatReply)
 VERL_WIRE_MESSAGE(NodeView)
 VERL_WIRE_MESSAGE(Leave)
+VERL_WIRE_MESSAGE(HeadView)
+VERL_WIRE_MESSAGE(ProbePorts)
+VERL_WIRE_MESSAGE(ClusterView)
 VERL_WIRE_MESSAGE(SubmitCommand)
 VERL_WIRE_MESSAGE(Submit)
 VERL_WIRE_MESSAGE(JobRef)
@@ -241,6 +319,9 @@ VERL_WIRE_MESSAGE(LogsPage)
 VERL_WIRE_MESSAGE(Result)
 VERL_WIRE_MESSAGE(Metrics)
 VERL_WIRE_MESSAGE(JobSummary)
+VERL_WIRE_MESSAGE(PlacementView)
+VERL_WIRE_MESSAGE(JobEventView)
+VERL_WIRE_MESSAGE(Job)
 
 #undef VERL_WIRE_MESSAGE
 

@@ -105,7 +105,7 @@ TEST(JobController, PlacesRanksAndOrdersThemWithTheirRendezvous) {
   EXPECT_TRUE(has_env(o1[0], "MASTER_ADDR=10.0.0.1")) << "rank 0's node hosts the store";
   // Reported: no more start orders.
   EXPECT_TRUE(c.beat(c.n0, Json::array({running("job-1/0/0")}), 400).empty());
-  const auto d = c.ctl->detail(*c.store.job(j.id), 400);
+  const Json d = c.ctl->detail(*c.store.job(j.id), 400);
   EXPECT_EQ(d["placement"][0]["dir"], "/w/node-0/jobs/job-1");
   EXPECT_EQ(d["rendezvous"]["master_port"], 29500);
 }
@@ -196,7 +196,7 @@ TEST(JobController, AProbeJobsTasksAreRanksOfOneRendezvousOnAFreePort) {
     EXPECT_TRUE(has_env(o, std::string("VERLCTL_NODE=") + node)) << o.dump();
     EXPECT_TRUE(has_env(o, "NCCL_DEBUG=WARN")) << "the spec's env reaches probe ranks too";
   }
-  EXPECT_EQ(c.ctl->detail(*c.store.job(probe->id), 400)["rendezvous"]["master_port"], 29501);
+  EXPECT_EQ(c.ctl->detail(*c.store.job(probe->id), 400).rendezvous["master_port"], 29501);
 
   // Once the training job is over, the next probe job gets the store port itself.
   c.ctl->stop(train.id, 1, 500);

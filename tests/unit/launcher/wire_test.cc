@@ -169,6 +169,44 @@ wire::NodeView full_node() {
   return n;
 }
 
+wire::ClusterView full_cluster() {
+  wire::ClusterView c;
+  c.name = "dev";
+  c.backend = "ssh";
+  c.shutting_down = true;
+  c.head = wire::HeadView{"0.0.0.0:8265", "h0", 42, 100, 12.5};
+  c.heartbeat_interval_s = 1;
+  c.heartbeat_timeout_s = 10;
+  c.expected_nodes = {"node-0", "node-1"};
+  c.store_port = 6379;
+  c.probe_ports = wire::ProbePorts{40123, 40124};
+  c.alive = 1;
+  c.lost = 1;
+  return c;
+}
+
+wire::Job full_job() {
+  wire::Job j;
+  j.summary = full_summary();
+  j.attempt = 1;
+  j.config = Json{{"trainer", Json{{"nnodes", 2}}}};
+  j.command_spec = full_command().spec;
+  j.pending_reason = "waiting for 2 nodes";
+  j.placement = {wire::PlacementView{0, "node-0", "h0", 0, "cuda:0", 1, "job-4/0/1", TaskState::kExited, 3, 9, "x", "/w/jobs/job-4"},
+                 wire::PlacementView{1, "node-1", "h1", 0, "cpu", 1, "job-4/1/1", TaskState::kRunning, std::nullopt, 0, "", std::nullopt}};
+  j.rendezvous = Json{{"master_addr", "10.0.0.1"}, {"master_port", 29500}};
+  j.events = {wire::JobEventView{"PENDING", 100, "submitted"}, wire::JobEventView{"FAILED", 300, "rank 0 exited with 3"}};
+  j.failure = Json{{"rank", 0},   {"node", "node-0"},  {"host", "h0"},       {"exit_code", 3},
+                   {"signal", 0}, {"reason", "exited"}, {"last_lines", Json::array({"boom"})}, {"attempt", 1}};
+  j.latest_metrics = Json{{"step", 5}};
+  j.score_trend = Json::array({0.1, 0.2});
+  j.eta_s = 12.5;
+  j.results = Json{{"0", Json{{"rows", Json::array()}}}};
+  j.scaling = Json{{"ranks", 8}};
+  j.nccl = Json::array();
+  return j;
+}
+
 // Writes v, reads it back, writes that: the same JSON.
 template <typename T>
 Json round_trip(const T& v) {
@@ -197,6 +235,9 @@ TEST(WireMessages, EveryMessageRoundTripsThroughJson) {
   round_trip(wire::Metrics{Json::array({Json{{"step", 1}}})});
   round_trip(full_summary());
   round_trip(full_node());
+  round_trip(full_cluster());
+  round_trip(full_job());
+  round_trip(wire::ClusterView{});
   round_trip(wire::LogsPage{{wire::LogLineView{4, 1, "h", "stderr", "x"}}, 4, true});
   // What the receivers rely on comes back as it was sent.
   const auto order = wire::parse<wire::TaskOrder>(Json(full_start()));
@@ -488,6 +529,10 @@ TEST(WireMessages, DocsApiMdListsExactlyTheFieldsOfEveryMessage) {
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/results")), written(Json(wire::Result{})), "results");
   expect_same(documented(doc, row("POST", "/api/jobs/<id>/metrics")), written(Json(wire::Metrics{})), "metrics");
   expect_same(documented(doc, "`JobSummary`:"), written(Json(full_summary())), "JobSummary");
+  DocShape job = documented(doc, "`Job`: a `JobSummary` plus");  // the summary's fields and these
+  for (const auto& [key, sub] : documented(doc, "`JobSummary`:").keys) job.keys[key] = sub;
+  expect_same(job, written(Json(full_job())), "Job");
+  expect_same(documented(doc, row("GET", "/api/cluster")), written(Json(full_cluster())), "cluster");
   expect_same(documented(doc, row("GET", "/api/nodes")), written(Json{{"nodes", Json::array({Json(full_node())})}}), "nodes");
   // The names of the enums the bodies carry.
   const auto submit_row = doc.substr(doc.find(row("POST", "/api/jobs")), 200);
