@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/status_line.h"
+#include "common/config.h"
 
 namespace verl::cli {
 namespace {
@@ -49,6 +50,26 @@ TEST(ClosingSummary, NoScoreLinesWithoutTheMetrics) {
 }
 
 // On a terminal: one line, redrawn in place; log lines go above it.
+// status JOB under role placement: the roles line, and each rank's GPUs.
+TEST(PrintJob, ShowsTheRolesGpusAndEachRanksDevices) {
+  Json job{{"id", "job-3"}, {"kind", "train"}, {"state", "RUNNING"}};
+  job["config"] = config::load_job("", {"trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.device=cuda:0,1",
+                                        "actor_rollout_ref.ref.device=cuda:0,1", "actor_rollout_ref.rollout.device=cuda:2,3",
+                                        "critic.device=cuda:2,3", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+                                        "critic.ppo_micro_batch_size_per_gpu=8"});
+  job["placement"] = Json::array({{{"rank", 1}, {"node", "node-0"}, {"host", "h0"}, {"device", "cuda:1,3"}, {"state", "running"}}});
+  std::ostringstream out;
+  print_job(out, job);
+  EXPECT_NE(out.str().find("  roles:    actor, ref: cuda:0,1; rollout, critic: cuda:2,3 (the job's GPUs on each node)\n"),
+            std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("  rank 1:   node-0 (h0, cuda:1,3) running"), std::string::npos) << out.str();
+  // The hybrid default: no roles line.
+  job["config"] = config::load_job("", {});
+  std::ostringstream plain;
+  print_job(plain, job);
+  EXPECT_EQ(plain.str().find("roles:"), std::string::npos) << plain.str();
+}
+
 TEST(StatusLine, LiveIsOneLineRedrawnBelowTheLogLines) {
   std::ostringstream err;
   StatusLine s(err, /*live=*/true, 10s);
