@@ -295,6 +295,7 @@ class BringUp {
   UpResult start() {
     try {
       const ProcessRecord head = start_head();
+      check_deadline("the head answered; the agents were not started");
       const std::vector<ProcessRecord> agents = start_agents();
       wait_for_agents(head, agents);
     } catch (const Error&) {
@@ -414,6 +415,14 @@ class BringUp {
     }
     progress_("head", "up at " + address_.url());
     return head;
+  }
+
+  // --timeout bounds the whole bring-up: checked between stages as well as while waiting (a
+  // stage that succeeds at its first look never waits).
+  void check_deadline(const std::string& where) const {
+    if (Clock::now() >= deadline_)
+      throw Error(ExitCode::kTimedOut, "timed out after " + format_seconds(progress_.elapsed(), 1) + ": " + where,
+                  "a slow machine may need a longer --timeout");
   }
 
   // Every agent, each recorded as the backend reports it started.
