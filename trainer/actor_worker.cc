@@ -3,6 +3,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
+#include <map>
+#include <set>
 
 #include "common/log.h"
 #include "trainer/core_algos.h"
@@ -273,8 +275,15 @@ NamedTensors ActorWorker::weights() const {
 }
 
 void ActorWorker::sync_to(RolloutEngine& rollout) {
-  FullParamsScope full(*engine_);
-  rollout.load_weights(weights());
+  // A layer at a time (verl's hybrid engine): a sharded actor never holds its whole model
+  // gathered, and a tensor-parallel rollout keeps only its piece of each layer.
+  std::map<const c10::TensorImpl*, std::string> names;
+  for (const auto& p : module_->named_parameters(/*recurse=*/true)) names[p.value().unsafeGetTensorImpl()] = p.key();
+  engine_->visit_full([&](const std::vector<torch::Tensor>& params) {
+    std::set<std::string> in;
+    for (const auto& p : params) in.insert(names.at(p.unsafeGetTensorImpl()));
+    rollout.load_weights(merged_lora_parameters(*module_, [&](const std::string& n) { return in.count(n) > 0; }));
+  });
 }
 
 void ActorWorker::add_to(CheckpointParts& parts) {

@@ -183,6 +183,32 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
     for (auto& u : units_) release(u);
   }
 
+  void visit_full(const std::function<void(const std::vector<torch::Tensor>& params)>& fn) override {
+    // Units by layer: "model.layers.N" and its ".frozen" part together, then the root's.
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<size_t>> groups;
+    for (size_t i = 0; i < units_.size(); ++i) {
+      std::string key = units_[i].name;
+      if (const auto f = key.rfind(".frozen"); f != std::string::npos && f + 7 == key.size()) key.resize(f);
+      if (!groups.count(key)) order.push_back(key);
+      groups[key].push_back(i);
+    }
+    for (const auto& key : order) {
+      std::vector<torch::Tensor> params;
+      for (size_t i : groups[key]) {
+        gather(units_[i]);
+        params.insert(params.end(), units_[i].params.begin(), units_[i].params.end());
+      }
+      try {
+        fn(params);
+      } catch (...) {
+        for (size_t i : groups[key]) release(units_[i]);
+        throw;
+      }
+      for (size_t i : groups[key]) release(units_[i]);
+    }
+  }
+
   void commit_full() override {
     torch::NoGradGuard no_grad;
     for (auto& u : units_) {

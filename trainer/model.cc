@@ -701,12 +701,14 @@ void set_lora_enabled(torch::nn::Module& model, bool enabled) {
   }
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> merged_lora_parameters(const torch::nn::Module& model) {
+std::vector<std::pair<std::string, torch::Tensor>> merged_lora_parameters(
+    const torch::nn::Module& model, const std::function<bool(const std::string& name)>& keep) {
   torch::NoGradGuard no_grad;
   std::map<std::string, torch::Tensor> merged;  // weight name -> W + B A s
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     const auto* dense = dynamic_cast<const DenseImpl*>(item.value().get());
     if (dense == nullptr || !dense->lora_a.defined()) continue;
+    if (keep && !keep(item.key() + ".weight")) continue;
     const auto w = dense->weight.detach();
     merged[item.key() + ".weight"] =
         (w.to(torch::kFloat32) + torch::matmul(dense->lora_b.to(torch::kFloat32), dense->lora_a.to(torch::kFloat32)) *
@@ -717,6 +719,7 @@ std::vector<std::pair<std::string, torch::Tensor>> merged_lora_parameters(const 
   for (const auto& p : model.named_parameters(/*recurse=*/true)) {
     const std::string& name = p.key();
     if (name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos) continue;
+    if (keep && !keep(name)) continue;
     const auto it = merged.find(name);
     out.emplace_back(name, it != merged.end() ? it->second : p.value());
   }

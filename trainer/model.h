@@ -40,6 +40,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -369,6 +370,8 @@ int64_t add_lora(torch::nn::Module& model, const LoraSpec& spec, uint64_t seed);
 void set_lora_enabled(torch::nn::Module& model, bool enabled);
 // The model's parameters by name with each adapted weight replaced by W + B A * alpha / r (and
 // without the adapters' own tensors): what the rollout and the HF export take.
-std::vector<std::pair<std::string, torch::Tensor>> merged_lora_parameters(const torch::nn::Module& model);
+// With `keep`, only the parameters whose names it accepts (the others are not read).
+std::vector<std::pair<std::string, torch::Tensor>> merged_lora_parameters(
+    const torch::nn::Module& model, const std::function<bool(const std::string& name)>& keep = {});
 
 }  // namespace verl::trainer

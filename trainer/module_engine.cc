@@ -12,8 +12,8 @@ int64_t bytes_of(const torch::Tensor& t) { return t.defined() ? t.numel() * stat
 // DDP: every rank holds the whole module; gradients are all-reduced through the strategy.
 class ReplicatedEngine final : public ModuleEngine {
  public:
-  ReplicatedEngine(std::vector<torch::Tensor> params, ParallelStrategy& strategy)
-      : strategy_(strategy), params_(std::move(params)) {}
+  ReplicatedEngine(std::vector<torch::Tensor> params, ParallelStrategy& strategy, std::vector<torch::Tensor> all)
+      : strategy_(strategy), params_(std::move(params)), all_(all.empty() ? params_ : std::move(all)) {}
 
   std::vector<torch::Tensor> optimizer_params() const override { return params_; }
   void begin_compute() override {}
@@ -23,6 +23,7 @@ class ReplicatedEngine final : public ModuleEngine {
   void step(torch::optim::Optimizer& optimizer) override { optimizer_step(optimizer); }
   void gather_full() override {}
   void release_full() override {}
+  void visit_full(const std::function<void(const std::vector<torch::Tensor>& params)>& fn) override { fn(all_); }
   void commit_full() override {}
   bool sharded() const override { return false; }
   void save_shards(const std::string&, torch::optim::Optimizer*) const override {
@@ -46,12 +47,14 @@ class ReplicatedEngine final : public ModuleEngine {
  private:
   ParallelStrategy& strategy_;
   std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> all_;  // every parameter of the module (visit_full)
 };
 
 }  // namespace
 
-std::unique_ptr<ModuleEngine> make_replicated_engine(std::vector<torch::Tensor> params, ParallelStrategy& strategy) {
-  return std::make_unique<ReplicatedEngine>(std::move(params), strategy);
+std::unique_ptr<ModuleEngine> make_replicated_engine(std::vector<torch::Tensor> params, ParallelStrategy& strategy,
+                                                    std::vector<torch::Tensor> all) {
+  return std::make_unique<ReplicatedEngine>(std::move(params), strategy, std::move(all));
 }
 
 std::unique_ptr<ModuleEngine> make_module_engine(torch::nn::Module& module, ParallelStrategy& strategy,
@@ -81,7 +84,7 @@ std::unique_ptr<ModuleEngine> make_module_engine(torch::nn::Module& module, Para
     std::vector<torch::Tensor> trainable;  // LoRA freezes the base weights; the reference all of it
     for (const auto& p : module.parameters())
       if (spec.trainable && p.requires_grad()) trainable.push_back(p);
-    return make_replicated_engine(std::move(trainable), strategy);
+    return make_replicated_engine(std::move(trainable), strategy, module.parameters());
   }
   return make_sharded_engine(module, strategy.distributed(), device, spec);
 }

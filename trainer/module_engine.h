@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,13 @@ class ModuleEngine {
   // every rank (rollout weights, HF export, the reference's copy). Collective: all ranks call.
   virtual void gather_full() = 0;
   virtual void release_full() = 0;
+  // Calls fn with parameters of the module holding their full values, a group at a time, so that
+  // the whole module is never gathered at once (the rollout's resharding: each rank keeps its
+  // tensor-parallel piece of one decoder layer before the next is gathered). A sharded engine
+  // gathers each decoder layer's units (trainable and frozen together, as a LoRA merge needs)
+  // and then the root; a replicated one calls fn once with every parameter. Collective.
+  virtual void visit_full(const std::function<void(const std::vector<torch::Tensor>& params)>& fn) = 0;
+
   // Between gather_full and release_full, after the caller changed the full parameters in place
   // (the same change on every rank: the critic's backbone copied from the actor, a loaded
   // checkpoint): the shards take those values. A no-op for a replicated engine.
@@ -106,7 +114,10 @@ struct EngineSpec {
 };
 
 // The replicated engine over a list of parameters (the whole module's).
-std::unique_ptr<ModuleEngine> make_replicated_engine(std::vector<torch::Tensor> params, ParallelStrategy& strategy);
+// `all`: every parameter of the module (visit_full's), when `params` (the optimizer's) are only
+// the trainable ones; empty: the same as params.
+std::unique_ptr<ModuleEngine> make_replicated_engine(std::vector<torch::Tensor> params, ParallelStrategy& strategy,
+                                                    std::vector<torch::Tensor> all = {});
 
 // The engine for `module` (already on `device`): sharded when the group has more than one rank
 // and fsdp_size is not 1 (-1 or >= W: over all ranks, as verl's create_device_mesh; a divisor of

@@ -430,6 +430,45 @@ TEST(Fsdp, FullyShardedCheckpointResumesHybrid) {
   expect_resumed(saved, load_and_step(4, hybrid(), dir), "on 4 ranks, fsdp_size=2");
 }
 
+// The rollout's resharding (ActorWorker::sync_to) visits the sharded module a layer at a time:
+// every parameter once, with the values the whole gathered module holds, and never more than one
+// layer's units (trainable and frozen LoRA parts together) gathered at once.
+TEST(Fsdp, VisitFullGathersOneLayerAtATime) {
+  for (bool lora : {false, true}) {
+    RunOptions o;
+    o.lora = lora;
+    testing::run_ranks(2, [&](Distributed& d) {
+      Trained t(d, o);
+      std::map<std::string, torch::Tensor> whole;
+      {
+        FullParamsScope full(*t.engine);
+        for (const auto& p : t.model->named_parameters()) whole[p.key()] = p.value().detach().clone();
+      }
+      std::map<const c10::TensorImpl*, std::string> names;
+      for (const auto& p : t.model->named_parameters()) names[p.value().unsafeGetTensorImpl()] = p.key();
+      std::map<std::string, int> seen;
+      int64_t most_gathered = 0;
+      t.engine->visit_full([&](const std::vector<torch::Tensor>& params) {
+        int64_t gathered = 0;  // parameters with storage right now
+        for (const auto& p : t.model->parameters()) gathered += p.storage().nbytes() > 0 ? 1 : 0;
+        most_gathered = std::max(most_gathered, gathered);
+        for (const auto& p : params) {
+          const auto& name = names.at(p.unsafeGetTensorImpl());
+          ++seen[name];
+          EXPECT_TRUE(torch::equal(p.detach(), whole.at(name))) << name;
+        }
+      });
+      EXPECT_EQ(seen.size(), whole.size());
+      for (const auto& [name, n] : seen) EXPECT_EQ(n, 1) << name;
+      // One layer's parameters (the root's three, embedding, final norm and LM head, are fewer).
+      const int64_t per_layer = static_cast<int64_t>(whole.size() - 3) / tiny().num_hidden_layers;
+      EXPECT_EQ(most_gathered, per_layer) << "lora " << lora;
+      // Outside, nothing of the decoder layers is gathered.
+      EXPECT_EQ(t.model->model->layers[0]->parameters()[0].storage().nbytes(), 0u);
+    });
+  }
+}
+
 TEST(Fsdp, ALoadFromAnotherModelNamesTheFileAndTheModule) {
   const auto dir = (fs::path(::testing::TempDir()) / ("fsdp_test_other_" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
