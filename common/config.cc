@@ -996,7 +996,11 @@ void apply_builtin_preset(Document& doc) {
     }
     if (doc.locations.count(p)) return;
     Json* node = &doc.value;
-    for (const auto& part : split_path(p)) node = &(*node)[part];
+    for (const auto& part : split_path(p)) {
+      // A layer that made a section a scalar (trainer: 3): validation names it; no preset there.
+      if (!node->is_object() && !node->is_null()) return;
+      node = &(*node)[part];
+    }
     *node = j;
     doc.preset.push_back(p);
   };

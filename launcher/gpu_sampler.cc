@@ -1,5 +1,7 @@
 #include "launcher/gpu_sampler.h"
 
+#include <cmath>
+
 #include <cctype>
 #include <cstdlib>
 #include <sstream>
@@ -21,9 +23,16 @@ int64_t number_or_missing(const std::string& field) {
 
 nlohmann::ordered_json value_or_null(int64_t v) { return v < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(v); }
 
+// -1 for a missing value, one that is not a number, or a float outside int64's range (whose
+// conversion would be undefined).
 int64_t int_or_missing(const nlohmann::ordered_json& j, const char* key) {
   auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<int64_t>() : -1;
+  if (it == j.end() || !it->is_number()) return -1;
+  if (it->is_number_float()) {
+    const double d = it->get<double>();
+    return std::isfinite(d) && d > -9.2e18 && d < 9.2e18 ? static_cast<int64_t>(d) : -1;
+  }
+  return it->get<int64_t>();
 }
 
 }  // namespace
