@@ -39,7 +39,6 @@ class NativeRollout final : public RolloutEngine {
   torch::Device device() const override { return device_; }
 
   CausalLm& model() { return model_; }
-  TensorParallel* tensor_parallel() const { return tp_.get(); }
 
  private:
   torch::Device device_;

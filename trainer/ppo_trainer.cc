@@ -361,9 +361,12 @@ ValidationResult PpoTrainer::validate() {
   const std::vector<int64_t> mine = rows_of(r);
   const int64_t n = std::max<int64_t>(1, vk.n);
   const int64_t chunk = std::max<int64_t>(1, config_.data.val_batch_size / w);
-  const auto group = rollout_group();
+  std::vector<std::vector<int64_t>> member_rows;  // every member's prompts, listed once
   size_t most = 0;
-  for (int member : group) most = std::max(most, rows_of(member).size());
+  for (int member : rollout_group()) {
+    member_rows.push_back(rows_of(member));
+    most = std::max(most, member_rows.back().size());
+  }
   auto request_of = [&](const std::vector<int64_t>& rows, size_t start) {
     RolloutRequest req;
     for (size_t k = start; k < std::min(rows.size(), start + static_cast<size_t>(chunk)); ++k) {
@@ -384,7 +387,7 @@ ValidationResult PpoTrainer::validate() {
       for (int64_t j = 0; j < n; ++j) rows.push_back(mine[k]);
     }
     std::vector<RolloutRequest> requests;
-    for (int member : group) requests.push_back(request_of(rows_of(member), start));
+    for (const auto& rows_m : member_rows) requests.push_back(request_of(rows_m, start));
     auto batch = group_generate(requests, opt);
     auto resp = batch.responses.to(torch::kCPU);
     auto ra = resp.accessor<int64_t, 2>();

@@ -139,8 +139,6 @@ torch::Tensor TensorParallel::embed(const torch::Tensor& weight, const torch::Te
   return out;
 }
 
-double TensorParallel::comm_seconds() const { return group_ ? group_->comm_seconds() : 0.0; }
-
 void set_tensor_parallel(CausalLmImpl& model, TensorParallel* tp) {
   model.tp = tp;
   model.model->embed_tokens->tp = tp;

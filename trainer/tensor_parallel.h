@@ -77,8 +77,6 @@ class TensorParallel {
   torch::Tensor gather_vocab(const torch::Tensor& local);
   // An embedding lookup in this rank's rows: zeros for ids outside them; then summed.
   torch::Tensor embed(const torch::Tensor& weight, const torch::Tensor& ids);
-  // Seconds spent in the group's collectives so far.
-  double comm_seconds() const;
 
  private:
   std::unique_ptr<Distributed> group_;
