@@ -313,7 +313,16 @@ std::string self_exe() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) return {};
-  return std::string(buf, n);
+  std::string path(buf, n);
+  // Replaced while it runs: the kernel names the old file "<path> (deleted)". Two nodes of one
+  // machine (or of one shared home) that `up` copies verlctl to in parallel each rename a copy
+  // over the other's, and an upgrade does the same; the file now at <path> is the one to run.
+  static const std::string kDeleted = " (deleted)";
+  if (path.size() > kDeleted.size() && path.compare(path.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0) {
+    const std::string now = path.substr(0, path.size() - kDeleted.size());
+    if (::access(now.c_str(), X_OK) == 0) return now;
+  }
+  return path;
 }
 
 }  // namespace verl::process

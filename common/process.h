@@ -94,7 +94,8 @@ std::string quote(const std::string& arg);
 // Joins argv into one shell command line, every argument quoted.
 std::string quote_argv(const std::vector<std::string>& argv);
 
-// Absolute path of the running executable (/proc/self/exe).
+// Absolute path of the running executable (/proc/self/exe); when that file was replaced while it
+// runs, the path of the file now in its place.
 std::string self_exe();
 
 }  // namespace verl::process

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "common/error.h"
@@ -147,6 +149,37 @@ TEST(Process, ParentDeathTermSendsSigtermWhenTheSpawningThreadEnds) {
   EXPECT_EQ(word, "term");
   ::unlink(marker.c_str());
   ::unlink((marker + ".ready").c_str());
+}
+
+// A verlctl replaced while it runs (up copying to two nodes that share a directory, an upgrade)
+// still names a file it can start again: the one now in its place, not "<path> (deleted)".
+// The test runs a copy of this binary, replaces the copy, then asks the copy for self_exe().
+TEST(Process, SelfExeNamesTheFileThatReplacedIt) {
+  if (const char* go = std::getenv("VERL_SELF_EXE_PROBE")) {  // the copy
+    for (int i = 0; i < 2000 && ::access(go, F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
+    std::cout << "self_exe=" << self_exe() << "\n" << std::flush;
+    return;
+  }
+  const std::string dir = ::testing::TempDir() + "self_exe_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string copy = dir + "/verl_probe";
+  std::filesystem::copy_file(self_exe(), copy, std::filesystem::copy_options::overwrite_existing);
+  Options o;
+  o.env = {"VERL_SELF_EXE_PROBE=" + dir + "/go"};
+  auto child = Child::spawn({copy, "--gtest_filter=Process.SelfExeNamesTheFileThatReplacedIt"}, o, dir + "/out",
+                            dir + "/err");
+  // Replaced the way up's copy replaces it: a new file renamed over the running one.
+  std::this_thread::sleep_for(200ms);
+  std::filesystem::copy_file(copy, copy + ".new", std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::rename(copy + ".new", copy);
+  std::ofstream(dir + "/go") << "";
+  const auto r = child.wait(30s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 0);
+  std::ifstream in(dir + "/out");
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(out.find("self_exe=" + copy + "\n"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Quote, RoundTripsThroughAShell) {
