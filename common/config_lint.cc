@@ -1,6 +1,7 @@
 // `verlctl config lint`: the scale-out advice of the guide this project grew from
 // (../shared/seeds), each warning with its reason. Only advice: a job that draws warnings
 // is still valid.
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <set>
@@ -71,6 +72,14 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
              " parameters and with tensor_model_parallel_size=1 every rank's rollout holds all of them",
          "set actor_rollout_ref.rollout.tensor_model_parallel_size=2 (or more) so that each rank holds 1/tp of the "
          "rollout's weights");
+  }
+  //    A tensor-parallel group is consecutive ranks (trainer/tensor_parallel.h): it belongs within
+  //    one node, where its two all-reduces per layer and its logits gather stay off the network.
+  if (tp > 1 && nnodes > 1 && per_node > 0 && std::fmod(per_node, tp) != 0) {
+    warn("actor_rollout_ref.rollout.tensor_model_parallel_size",
+         "tensor_model_parallel_size=" + fmt_count(tp) + " with trainer.n_gpus_per_node=" + fmt_count(per_node) +
+             ": some tensor-parallel groups span two nodes, and every decode step waits on the network between them",
+         "pick a tensor_model_parallel_size that divides trainer.n_gpus_per_node (" + fmt_count(per_node) + ")");
   }
   // 4. Small GPU memory: the training state per GPU under the roles' strategies (trainer/
   //    module_engine.h): fp32 weights 4 B/param, gradients 4, Adam moments 8; FSDP divides each

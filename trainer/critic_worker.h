@@ -34,6 +34,9 @@ class CriticWorker {
   // The module: its parameters hold full values only inside a FullParamsScope(engine()).
   CriticModel& module() { return module_; }
   ModuleEngine& engine() { return *engine_; }
+  // The module's and the optimizer's state off the device and back (ModuleEngine::sleep).
+  void sleep() { engine_->sleep(optim_.get()); }
+  void wake() { engine_->wake(); }
   const torch::Device& device() const { return device_; }
   int64_t updates() const { return updates_; }
   void set_updates(int64_t n) { updates_ = n; }

@@ -290,7 +290,8 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
 
 Distributed::~Distributed() = default;
 
-std::unique_ptr<Distributed> Distributed::subgroup(const std::vector<int>& ranks, const std::string& name) const {
+std::unique_ptr<Distributed> Distributed::subgroup(const std::vector<int>& ranks, const std::string& name,
+                                                   const std::optional<torch::Device>& device) const {
   std::string key = options_.store_prefix + "/" + name;
   int mine = -1;
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -314,7 +315,7 @@ std::unique_ptr<Distributed> Distributed::subgroup(const std::vector<int>& ranks
   o.world_size = static_cast<int>(ranks.size());
   o.store_is_external = true;  // the world's store is up: every member is its client
   o.store_prefix = key;
-  auto group = std::make_unique<Distributed>(o, impl_ ? impl_->device : torch::Device(torch::kCPU));
+  auto group = std::make_unique<Distributed>(o, device ? *device : impl_ ? impl_->device : torch::Device(torch::kCPU));
   if (group->impl_ && impl_) group->impl_->parent_comm_s = impl_->comm_s;
   return group;
 }

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,7 +79,10 @@ class Distributed {
   // repeated. Blocks until every member joined (options().timeout). Calling it again with the
   // same ranks and name makes a new group (a recreated engine's): each member's n-th call meets
   // the others' n-th call. The group's time in collectives counts in this one's comm_seconds too.
-  std::unique_ptr<Distributed> subgroup(const std::vector<int>& ranks, const std::string& name) const;
+  // `device`: where the group's tensors live, when not the world's (the rollout's GPU for its
+  // tensor-parallel group when role placement puts the rollout on another GPU than the actor).
+  std::unique_ptr<Distributed> subgroup(const std::vector<int>& ranks, const std::string& name,
+                                        const std::optional<torch::Device>& device = std::nullopt) const;
 
   // "none" (one rank), "gloo" or "nccl".
   const std::string& backend_name() const { return backend_name_; }

@@ -1,6 +1,5 @@
 #include "trainer/fsdp.h"
 
-#include <c10/core/StorageImpl.h>
 #include <torch/version.h>
 
 #include <cmath>
@@ -15,6 +14,7 @@
 #include "trainer/distributed.h"
 #include "trainer/minibatch_update.h"
 #include "trainer/model.h"
+#include "trainer/storage_resize.h"
 
 namespace verl::trainer {
 namespace fs = std::filesystem;
@@ -33,22 +33,11 @@ torch::optim::AdamWParamState* adamw_state(torch::optim::Optimizer& opt, const t
   return it == state.end() ? nullptr : dynamic_cast<torch::optim::AdamWParamState*>(it->second.get());
 }
 
-// A buffer's storage freed (0 bytes; views of it keep their shapes) and allocated again: the
-// gathered parameters of a unit exist only while it is in use (torch FSDP's storage resize).
-void free_storage(const torch::Tensor& t) {
-  auto* impl = t.storage().unsafeGetStorageImpl();
-  impl->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
-  impl->set_nbytes(0);
-}
-
+// A unit's full buffer: its storage exists only while the unit is in use.
+void free_storage(const torch::Tensor& t) { trainer::free_storage(*t.storage().unsafeGetStorageImpl()); }
 void alloc_storage(const torch::Tensor& t) {
-  auto* impl = t.storage().unsafeGetStorageImpl();
-  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
-  impl->set_data_ptr_noswap(impl->allocator()->allocate(bytes));
-  impl->set_nbytes(bytes);
+  trainer::alloc_storage(*t.storage().unsafeGetStorageImpl(), static_cast<size_t>(t.numel()) * t.element_size());
 }
-
-int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
 
 struct Unit {
   std::string name;  // "root" or "model.layers.N", + ".frozen" for the frozen parameters
@@ -290,18 +279,19 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
     }
   }
 
-  int64_t resident_state_bytes(const torch::optim::Optimizer* optimizer) const override {
-    int64_t bytes = 0;
-    for (const auto& u : units_) bytes += tensor_bytes(u.shard) + tensor_bytes(u.shard.grad());
-    for (const auto& m : cpu_master_) bytes += tensor_bytes(m) + tensor_bytes(m.grad());
-    if (optimizer != nullptr) {
-      for (const auto& p : optimizer_params()) {
-        const auto* s = adamw_state(const_cast<torch::optim::Optimizer&>(*optimizer), p);
-        if (s != nullptr) bytes += tensor_bytes(s->exp_avg()) + tensor_bytes(s->exp_avg_sq());
-      }
+  std::vector<torch::Tensor> state_tensors() const override {
+    std::vector<torch::Tensor> out;
+    for (const auto& u : units_) {
+      out.push_back(u.shard);
+      out.push_back(u.shard.grad());
     }
-    return bytes;
+    for (const auto& m : cpu_master_) {
+      out.push_back(m);
+      out.push_back(m.grad());
+    }
+    return out;
   }
+  torch::Device compute_device() const override { return device_; }
 
   // ---- LayerRunner
 

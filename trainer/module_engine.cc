@@ -3,11 +3,12 @@
 #include "common/error.h"
 #include "trainer/fsdp.h"
 #include "trainer/minibatch_update.h"
+#include "trainer/storage_resize.h"
+
+#include <set>
 
 namespace verl::trainer {
 namespace {
-
-int64_t bytes_of(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
 
 // DDP: every rank holds the whole module; gradients are all-reduced through the strategy.
 class ReplicatedEngine final : public ModuleEngine {
@@ -32,17 +33,12 @@ class ReplicatedEngine final : public ModuleEngine {
   void load_shards(const std::string&, torch::optim::Optimizer*) override {
     throw Error{ExitCode::kFailure, "a replicated module has no shards to load (checkpoint.h loads it whole)"};
   }
-  int64_t resident_state_bytes(const torch::optim::Optimizer* optimizer) const override {
-    int64_t bytes = 0;
-    for (const auto& p : params_) bytes += bytes_of(p) + bytes_of(p.grad());
-    if (optimizer != nullptr) {
-      for (const auto& [key, state] : optimizer->state()) {
-        const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(state.get());
-        if (s != nullptr) bytes += bytes_of(s->exp_avg()) + bytes_of(s->exp_avg_sq());
-      }
-    }
-    return bytes;
+  std::vector<torch::Tensor> state_tensors() const override {
+    std::vector<torch::Tensor> out = all_;
+    for (const auto& p : params_) out.push_back(p.grad());
+    return out;
   }
+  torch::Device compute_device() const override { return all_.empty() ? torch::Device(torch::kCPU) : all_.front().device(); }
 
  private:
   ParallelStrategy& strategy_;
@@ -51,6 +47,96 @@ class ReplicatedEngine final : public ModuleEngine {
 };
 
 }  // namespace
+
+// ---- the base: state sizes and sleep
+
+struct ModuleEngine::Parked {
+  struct Entry {
+    c10::Storage storage;  // freed on the device while parked
+    size_t bytes = 0;
+    torch::Tensor host;  // its bytes
+  };
+  std::vector<Entry> entries;
+};
+
+ModuleEngine::~ModuleEngine() = default;
+
+std::vector<torch::Tensor> ModuleEngine::all_state_tensors(const torch::optim::Optimizer* optimizer) const {
+  std::vector<torch::Tensor> out = state_tensors();
+  if (optimizer != nullptr) {
+    for (const auto& [key, state] : optimizer->state()) {
+      const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(state.get());
+      if (s == nullptr) continue;
+      out.push_back(s->exp_avg());
+      out.push_back(s->exp_avg_sq());
+      out.push_back(s->max_exp_avg_sq());
+    }
+  }
+  return out;
+}
+
+int64_t ModuleEngine::resident_state_bytes(const torch::optim::Optimizer* optimizer) const {
+  int64_t bytes = 0;
+  for (const auto& t : all_state_tensors(optimizer))
+    if (t.defined()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  return bytes;
+}
+
+namespace {
+// The storages of tensors on `device`, each once (a module's tensors may share one).
+std::vector<c10::Storage> device_storages(const std::vector<torch::Tensor>& tensors, const torch::Device& device) {
+  std::vector<c10::Storage> out;
+  std::set<const c10::StorageImpl*> seen;
+  for (const auto& t : tensors) {
+    if (!t.defined() || t.device() != device || !t.has_storage()) continue;
+    if (seen.insert(t.storage().unsafeGetStorageImpl()).second) out.push_back(t.storage());
+  }
+  return out;
+}
+
+// A storage's bytes as a flat uint8 tensor (a view: copies into it fill the storage).
+torch::Tensor bytes_view(const c10::Storage& s, size_t bytes, const torch::Device& device) {
+  return torch::empty({0}, torch::TensorOptions().dtype(torch::kUInt8).device(device))
+      .set_(s, 0, {static_cast<int64_t>(bytes)}, {1});
+}
+}  // namespace
+
+int64_t ModuleEngine::device_state_bytes(const torch::optim::Optimizer* optimizer) const {
+  int64_t bytes = 0;
+  for (const auto& s : device_storages(all_state_tensors(optimizer), compute_device()))
+    bytes += static_cast<int64_t>(s.nbytes());
+  return bytes;
+}
+
+void ModuleEngine::sleep(const torch::optim::Optimizer* optimizer) {
+  if (parked_) return;
+  torch::NoGradGuard no_grad;
+  const torch::Device device = compute_device();
+  auto parked = std::make_shared<Parked>();
+  for (auto& s : device_storages(all_state_tensors(optimizer), device)) {
+    const size_t bytes = s.nbytes();
+    if (bytes == 0) continue;  // already freed (a unit's full buffer outside its use)
+    auto host = torch::empty({static_cast<int64_t>(bytes)},
+                             torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(device.is_cuda()));
+    // Stream-ordered: the storage is freed below, but the allocator hands its memory to later
+    // work on this stream only, after the copy.
+    host.copy_(bytes_view(s, bytes, device), /*non_blocking=*/device.is_cuda());
+    parked->entries.push_back({s, bytes, host});
+  }
+  for (auto& e : parked->entries) free_storage(*e.storage.unsafeGetStorageImpl());
+  parked_ = std::move(parked);
+}
+
+void ModuleEngine::wake() {
+  if (!parked_) return;
+  torch::NoGradGuard no_grad;
+  const torch::Device device = compute_device();
+  for (auto& e : parked_->entries) {
+    alloc_storage(*e.storage.unsafeGetStorageImpl(), e.bytes);
+    bytes_view(e.storage, e.bytes, device).copy_(e.host, /*non_blocking=*/device.is_cuda());
+  }
+  parked_.reset();
+}
 
 std::unique_ptr<ModuleEngine> make_replicated_engine(std::vector<torch::Tensor> params, ParallelStrategy& strategy,
                                                     std::vector<torch::Tensor> all) {

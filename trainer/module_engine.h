@@ -31,7 +31,7 @@ namespace verl::trainer {
 
 class ModuleEngine {
  public:
-  virtual ~ModuleEngine() = default;
+  virtual ~ModuleEngine();
 
   // The tensors the optimizer steps: the module's parameters, or this rank's flat shards (on
   // the CPU with optimizer_offload).
@@ -79,8 +79,35 @@ class ModuleEngine {
   virtual void load_shards(const std::string& dir, torch::optim::Optimizer* optimizer) = 0;
 
   // Bytes of parameter, gradient and optimizer-state storage this rank holds between steps
-  // (what sharding divides by the group size).
-  virtual int64_t resident_state_bytes(const torch::optim::Optimizer* optimizer) const = 0;
+  // (what sharding divides by the group size), wherever it is (device, or host when offloaded
+  // or asleep).
+  int64_t resident_state_bytes(const torch::optim::Optimizer* optimizer) const;
+  // Bytes of that state in the compute device's memory now: 0 while asleep, less with offload.
+  int64_t device_state_bytes(const torch::optim::Optimizer* optimizer) const;
+
+  // The hybrid engine's sleep (rollout.free_cache_engine; trainer/ppo_trainer.cc decides when):
+  // every tensor of this rank's training state on the compute device (parameters or shards,
+  // their gradients, the optimizer's copies and moments) is copied to host memory (pinned on
+  // CUDA) and its device storage freed, so that the rollout's KV cache can have that memory;
+  // wake() allocates and fills them again. The tensors keep their identity (the optimizer's
+  // references stay good) and their values exactly. Between the two the module must not run.
+  // Not collective. optimizer may be null (a frozen module).
+  void sleep(const torch::optim::Optimizer* optimizer);
+  void wake();
+  bool asleep() const { return parked_ != nullptr; }
+
+ protected:
+  // This rank's training state: parameters (or shards) and their gradients, with the optimizer's
+  // copies (optimizer_offload) and their gradients; the optimizer's moments are added by the
+  // callers above. Undefined tensors may be among them.
+  virtual std::vector<torch::Tensor> state_tensors() const = 0;
+  // Where the module computes (the device the rollout shares with it).
+  virtual torch::Device compute_device() const = 0;
+
+ private:
+  std::vector<torch::Tensor> all_state_tensors(const torch::optim::Optimizer* optimizer) const;
+  struct Parked;
+  std::shared_ptr<Parked> parked_;  // shared: a deleter that needs no complete type here
 };
 
 class ComputeScope {

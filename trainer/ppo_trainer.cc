@@ -1,6 +1,9 @@
 #include "trainer/ppo_trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#if VERL_TORCH_HAS_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -190,7 +193,7 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
   const bool slot_engine = config_.rollout.name == "vllm" || config_.rollout.name == "sglang";
   std::unique_ptr<TensorParallel> tp_group;
   if (rollout_tp_ > 1)
-    tp_group = std::make_unique<TensorParallel>(strategy_->distributed()->subgroup(rollout_group(), "rollout_tp"),
+    tp_group = std::make_unique<TensorParallel>(strategy_->distributed()->subgroup(rollout_group(), "rollout_tp", rollout_device_),
                                                 TpLayout::of(model_config_, rollout_tp_, rank_ % rollout_tp_));
   if (slot_engine)
     rollout_ = std::make_unique<SlotRollout>(model_config_, rollout_device_, SlotRolloutOptions::from(config_.rollout),
@@ -213,6 +216,21 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
       log::Info() << "roles: actor " << actor_device_.str() << ", rollout " << rollout_device_.str() << ", ref "
                   << ref_device_.str() << (critic_ ? ", critic " + critic_device_.str() : std::string())
                   << " (rank 0)";
+    if (config_.rollout.free_cache_engine && !rollout_device_.is_cpu()) {
+      std::string on;
+      if (actor_device_ == rollout_device_) on += "actor";
+      if (critic_ && critic_device_ == rollout_device_) on += std::string(on.empty() ? "" : ", ") + "critic";
+      if (ref_ && ref_device_ == rollout_device_) on += std::string(on.empty() ? "" : ", ") + "reference";
+      if (!on.empty())
+        log::Info() << "rollout: free_cache_engine: the " << on << " training state moves to host memory while the rollout "
+                    << "generates on " << rollout_device_.str() << " (rank 0)";
+    }
+    const int64_t per_node = config_.trainer.n_gpus_per_node;
+    if (rollout_tp_ > 1 && world_ > per_node && per_node > 0 && per_node % rollout_tp_ != 0)
+      log::Warn() << "rollout: tensor_model_parallel_size=" << rollout_tp_ << " with trainer.n_gpus_per_node=" << per_node
+                  << ": some tensor-parallel groups span two nodes, and every decode step waits on the network between "
+                     "them; pick a size that divides "
+                  << per_node;
     if (rollout_tp_ > 1)
       log::Info() << "rollout: tensor-parallel, " << world_ / rollout_tp_ << " group(s) of " << rollout_tp_
                   << " ranks, each rank holding 1/" << rollout_tp_
@@ -251,6 +269,45 @@ std::vector<int> PpoTrainer::rollout_group() const {
   for (int i = 0; i < rollout_tp_; ++i) ranks.push_back(first + i);
   return ranks;
 }
+
+class PpoTrainer::WorkersAsleep {
+ public:
+  explicit WorkersAsleep(PpoTrainer& t) {
+    const torch::Device at = t.rollout_device_;
+    if (!t.config_.rollout.free_cache_engine || at.is_cpu()) return;
+    auto add = [&](auto* worker) {
+      if (worker != nullptr && worker->device() == at)
+        workers_.push_back({[worker] { worker->sleep(); }, [worker] { worker->wake(); }});
+    };
+    add(t.actor_.get());
+    add(t.critic_.get());
+    add(t.ref_.get());
+    for (auto& w : workers_) w.sleep();
+#if VERL_TORCH_HAS_CUDA
+    // The freed blocks back to the driver: the slot engine sizes its cache from what it reports free.
+    if (!workers_.empty() && at.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+  }
+  // Woken here rather than in the destructor, so that a failure (out of memory) is an error.
+  void wake() {
+    auto workers = std::move(workers_);
+    workers_.clear();
+    for (auto& w : workers) w.wake();
+  }
+  ~WorkersAsleep() {
+    try {
+      wake();
+    } catch (const std::exception& e) {  // already unwinding from the rollout's own failure
+      log::Err() << "trainer: waking the workers after a failed rollout: " << e.what();
+    }
+  }
+
+ private:
+  struct Worker {
+    std::function<void()> sleep, wake;
+  };
+  std::vector<Worker> workers_;
+};
 
 RolloutBatch PpoTrainer::group_generate(const std::vector<RolloutRequest>& members, const GenerateOptions& options) {
   if (members.size() == 1) return on_actor_device(rollout_->generate(members[0].prompts, options, members[0].seeds));
@@ -380,6 +437,7 @@ ValidationResult PpoTrainer::validate() {
   };
   std::vector<val_metrics::Sample> samples;  // verl's reward_extra_infos_dict, one row per response
   int64_t shown = 0;
+  WorkersAsleep asleep(*this);
   for (size_t start = 0; start < most; start += static_cast<size_t>(chunk)) {
     const size_t end = std::min(mine.size(), start + static_cast<size_t>(chunk));
     std::vector<int64_t> rows;
@@ -412,6 +470,7 @@ ValidationResult PpoTrainer::validate() {
       }
     }
   }
+  asleep.wake();
   // verl's metrics per prompt here, on the rank that generated its n responses; their mean over
   // all prompts through sums and counts, as the same keys on every rank.
   const auto per_prompt = val_metrics::per_prompt_metrics(samples);
@@ -558,7 +617,9 @@ void PpoTrainer::generate_and_score(int64_t step, StepBatch& sb, MetricMap& m) {
     opt.stop_token_ids = stop_ids();
     opt.pad_token_id = tokenizer_->pad_id();
     opt.ignore_eos = config_.rollout.ignore_eos;
+    WorkersAsleep asleep(*this);
     sb.rb = group_generate(requests, opt);
+    asleep.wake();
   }
   sb.group_index = torch::tensor(groups, torch::kLong);
   {

@@ -92,6 +92,10 @@ class PpoTrainer {
   // generated together on the group's model; returns this rank's rows. Collective over the
   // group (every member passes the same requests). With tp = 1, members holds this rank's alone.
   RolloutBatch group_generate(const std::vector<RolloutRequest>& members, const GenerateOptions& options);
+  // rollout.free_cache_engine (the hybrid engine's sleep): while the rollout generates, the
+  // training state of the workers on its GPU is in host memory, so that its KV cache can have
+  // that memory; woken before their next use. Not on the CPU, where it would only copy.
+  class WorkersAsleep;
   // The batch on the actor's device (role placement may put the rollout on another GPU).
   RolloutBatch on_actor_device(RolloutBatch batch) const;
   // The global ranks of this rank's rollout TP group (consecutive ranks; this rank alone at tp 1).

@@ -32,6 +32,9 @@ class RefWorker {
   torch::Tensor compute_ref_log_prob(const RolloutBatch& batch);
 
   void add_to(CheckpointParts& parts);
+  // The frozen module off the device and back (ModuleEngine::sleep).
+  void sleep() { engine_->sleep(nullptr); }
+  void wake() { engine_->wake(); }
   const torch::Device& device() const { return device_; }
 
  private:

@@ -224,6 +224,26 @@ TEST(Lint, LargeModelWantsTensorParallelAndOffload) {
   EXPECT_TRUE(offload);
 }
 
+// A TP group is consecutive ranks: a size that does not divide the GPUs per node puts a group
+// across two nodes.
+TEST(Lint, TensorParallelGroupsAcrossNodesAreWarned) {
+  auto warned = [](const std::string& tp, const std::string& per_node) {
+    Json job = load_job("", {"trainer.nnodes=2", "trainer.n_gpus_per_node=" + per_node,
+                             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+                             "critic.ppo_micro_batch_size_per_gpu=1",
+                             "actor_rollout_ref.rollout.tensor_model_parallel_size=" + tp});
+    for (const auto& i : lint_job(job, nullptr, 80))
+      if (i.path == "actor_rollout_ref.rollout.tensor_model_parallel_size" &&
+          i.message.find("span two nodes") != std::string::npos)
+        return true;
+    return false;
+  };
+  EXPECT_TRUE(warned("4", "2"));
+  EXPECT_FALSE(warned("4", "8"));
+  EXPECT_FALSE(warned("2", "8"));
+  EXPECT_FALSE(warned("1", "2"));
+}
+
 // The memory model follows the roles' fsdp_config: a 6.5B-parameter body (7B shape) with GAE is
 // 2 x 16 B/param = ~193 GiB on one GPU; sharded over 8 ranks ~24 GiB; with every offload on, the
 // weights and moments leave the GPU.

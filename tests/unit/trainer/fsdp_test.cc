@@ -48,6 +48,7 @@ struct RunOptions {
   SequenceLayout layout = SequenceLayout::kPadded;
   int steps = 3;
   bool lora = false;  // adapters r=4 on every projection, the base frozen
+  bool sleep_between_steps = false;  // ModuleEngine::sleep and wake after every step
 };
 
 struct RunResult {
@@ -55,6 +56,8 @@ struct RunResult {
   std::vector<double> grad_norms;               // per step, the group's
   std::map<std::string, torch::Tensor> params;  // full, after the steps
   int64_t state_bytes = 0;                      // rank 0's resident state
+  int64_t awake_device_bytes = 0;               // rank 0's state on the device before its last sleep
+  int64_t asleep_device_bytes = -1;             // ... and while asleep
 };
 
 // Next-token cross-entropy over real tokens, scaled for accumulation.
@@ -130,7 +133,16 @@ RunResult run(int world, const RunOptions& o) {
   testing::run_ranks(world, [&](Distributed& d) {
     Trained t(d, o);
     std::vector<double> losses;
-    for (int s = 0; s < o.steps; ++s) losses.push_back(t.step(batch, o, s + 1));
+    int64_t awake = 0, asleep = -1;
+    for (int s = 0; s < o.steps; ++s) {
+      losses.push_back(t.step(batch, o, s + 1));
+      if (o.sleep_between_steps) {
+        awake = t.engine->device_state_bytes(t.optim.get());
+        t.engine->sleep(t.optim.get());
+        asleep = t.engine->device_state_bytes(t.optim.get());
+        t.engine->wake();
+      }
+    }
     auto params = t.full_params();
     const int64_t bytes = t.engine->resident_state_bytes(t.optim.get());
     if (d.rank() == 0) {
@@ -139,6 +151,8 @@ RunResult run(int world, const RunOptions& o) {
       res.grad_norms = t.grad_norms;
       res.params = params;
       res.state_bytes = bytes;
+      res.awake_device_bytes = awake;
+      res.asleep_device_bytes = asleep;
     }
   });
   return res;
@@ -257,6 +271,42 @@ TEST(Fsdp, StatePerRankIsAboutOneNth) {
   const double ratio = static_cast<double>(fsdp.state_bytes) / static_cast<double>(dp.state_bytes);
   EXPECT_GT(ratio, 0.249);
   EXPECT_LT(ratio, 0.252) << fsdp.state_bytes << " of " << dp.state_bytes;
+}
+
+// The hybrid engine's sleep (rollout.free_cache_engine): between steps the whole state leaves
+// the device (here the CPU is the device) and comes back exactly, for both engines, with
+// offload and with LoRA's frozen base.
+TEST(Fsdp, SleepFreesTheStateOnTheDeviceAndChangesNothing) {
+  struct Setup {
+    std::string name;
+    int world;
+    RunOptions o;
+  };
+  std::vector<Setup> setups;
+  RunOptions o;
+  o.sharded = false;
+  setups.push_back({"replicated, 1 rank", 1, o});
+  setups.push_back({"replicated, 2 ranks", 2, o});
+  o.sharded = true;
+  setups.push_back({"sharded, 2 ranks", 2, o});
+  o.lora = true;
+  setups.push_back({"sharded, 2 ranks, LoRA", 2, o});
+  o.lora = false;
+  o.fsdp.optimizer_offload = true;
+  setups.push_back({"sharded, 2 ranks, optimizer offload", 2, o});
+  for (auto& [name, world, opts] : setups) {
+    SCOPED_TRACE(name);
+    const auto plain = run(world, opts);
+    opts.sleep_between_steps = true;
+    const auto slept = run(world, opts);
+    expect_close(plain, slept, 0.0);
+    EXPECT_GT(slept.awake_device_bytes, 0);
+    EXPECT_EQ(slept.asleep_device_bytes, 0);
+    // Awake, every byte of the state (parameters, gradients, Adam moments) is on the device
+    // (with optimizer offload on a CPU "device" the master's gradient is the shard's own, once).
+    if (opts.fsdp.optimizer_offload) EXPECT_LE(slept.awake_device_bytes, slept.state_bytes);
+    else EXPECT_EQ(slept.awake_device_bytes, slept.state_bytes);
+  }
 }
 
 std::string fresh_dir(const std::string& name) {
