@@ -1,4 +1,5 @@
 #include "cli/app.h"
+#include "tests/testing/cli.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -10,17 +11,7 @@
 namespace verl::cli {
 namespace {
 
-struct Ran {
-  int code;
-  std::string out, err;
-};
-
-Ran run_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "verlctl");
-  std::ostringstream out, err;
-  int code = run(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::run_cli;
 
 TEST(Cli, UnknownCommandIsUsageError) {
   auto r = run_cli({"frobnicate"});
