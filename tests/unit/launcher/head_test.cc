@@ -27,6 +27,7 @@
 #include "launcher/head_client.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/head_fixture.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::launcher {
 namespace {
@@ -266,9 +267,7 @@ TEST(Head, NumbersThatDoNotFitTheirFieldAre400NamingIt) {
 // Issue 16, case 5: a write that fails in the sweep thread ("database or disk is full", here a
 // lock held past the busy timeout) is reported, and the sweep goes on once the store can be written.
 TEST(Head, AStoreThatCannotBeWrittenDoesNotEndTheHead) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / ("head_store_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testing::TempDir dir("head_store");
   HeadOptions o = fast_options();
   o.db_path = (dir / "state.db").string();
   {
@@ -287,7 +286,6 @@ TEST(Head, AStoreThatCannotBeWrittenDoesNotEndTheHead) {
       return all["nodes"][0]["id"] == id && all["nodes"][0]["state"] == "lost";
     }, 10000ms)) << "the sweep goes on after the failed write";
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Head, SilentNodeIsMarkedLostWithinTheTimeout) {
