@@ -11,6 +11,7 @@
 namespace verl::cli {
 namespace {
 
+using testing::listed_commands;
 using testing::run_cli;
 
 TEST(Cli, UnknownCommandIsUsageError) {
@@ -31,26 +32,6 @@ TEST(Cli, ConfigShowSaysWhichLossNormalisationIsInEffect) {
   ASSERT_EQ(global.code, 0) << global.err;
   EXPECT_NE(global.out.find("# loss normalisation: global batch"), std::string::npos);
   EXPECT_NE(global.out.find("loss_scale_factor = 512"), std::string::npos);
-}
-
-// The command names of one section of --help ("Subcommands:", "Internal:"): the first word of
-// each line after the heading, up to the blank line that ends the section. Empty when the
-// heading is missing.
-std::vector<std::string> listed_commands(const std::string& help, const std::string& heading) {
-  std::istringstream in(help);
-  std::string line;
-  while (std::getline(in, line) && line != heading) {
-  }
-  std::vector<std::string> names;
-  while (std::getline(in, line) && !line.empty()) {
-    std::istringstream words(line);
-    std::string name, summary;
-    words >> name;
-    std::getline(words, summary);
-    EXPECT_FALSE(summary.empty()) << "no summary for " << name;
-    names.push_back(name);
-  }
-  return names;
 }
 
 TEST(Cli, HelpListsCommands) {
