@@ -9,8 +9,7 @@
 set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 export VERLCTL_HOME=$(mktemp -d)
 name=cp$$
@@ -116,4 +115,4 @@ check "the cluster stays up after a failed preflight" '"$v" status --name "$name
 "$v" down --name "$name" --timeout 10 >/dev/null 2>&1
 check "down leaves no process behind" '[ -z "$(leftovers)" ]'
 
-exit $fail
+exit $failed
