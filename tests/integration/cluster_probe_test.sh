@@ -9,8 +9,7 @@
 set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 export VERLCTL_HOME=$(mktemp -d)
 name=cp$$
@@ -39,8 +38,9 @@ positive() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1
 err=$("$v" up --local 2 --name "$name" $spec --timeout 60 --skip-preflight 2>&1 >/dev/null); rc=$?
 check "up --skip-preflight exits 0" '[ $rc -eq 0 ]' || echo "$err" >&2
 check "up --skip-preflight runs no probe" '! grep -q "preflight" <<<"$err"'
-ports=$("$v" status --name "$name" -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"].get("probe_ports"))')
-check "the head advertises its probe servers in /api/cluster" 'grep -q "tcp" <<<"$ports" && grep -q "time" <<<"$ports"'
+ports=$("$v" status --name "$name" -o json 2>/dev/null |
+  python3 -c 'import json,sys; p=json.load(sys.stdin)["cluster"].get("probe_ports") or {}; print(p.get("tcp"), p.get("time"))')
+check "the head advertises its probe servers (tcp and time ports) in /api/cluster" '[[ "$ports" =~ ^[1-9][0-9]*\ [1-9][0-9]*$ ]]' || echo "probe_ports: $ports" >&2
 
 out=$("$v" probe --name "$name" --tcp-mib 16 -o json 2>"$VERLCTL_HOME/err"); rc=$?
 check "probe across the cluster exits 0" '[ $rc -eq 0 ]' || cat "$VERLCTL_HOME/err" >&2
@@ -115,4 +115,4 @@ check "the cluster stays up after a failed preflight" '"$v" status --name "$name
 "$v" down --name "$name" --timeout 10 >/dev/null 2>&1
 check "down leaves no process behind" '[ -z "$(leftovers)" ]'
 
-exit $fail
+exit $failed

@@ -3,8 +3,7 @@
 set -u
 v=${VERLCTL:?}
 src=${VERL_SOURCE_DIR:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 out=$("$v" config validate -f "$src/tests/data/broken_job.yaml" 2>&1); rc=$?
 check "broken file exits 3" '[ $rc -eq 3 ]'
@@ -37,4 +36,4 @@ check "the default job lints clean" '[ $? -eq 0 ]'
 check "unknown option exits 2" '[ $? -eq 2 ]'
 "$v" help exit-codes | grep -q "^124 *timed-out"
 check "exit-code table" '[ $? -eq 0 ]'
-exit $fail
+exit $failed

@@ -3,8 +3,7 @@
 # invalid-config error (exit 3) naming the key, never a signal or exit 1 ("a bug").
 set -u
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 long=$(python3 -c "print('k'*100000)")
@@ -50,4 +49,4 @@ printf 'name: ../../etc\nbackend: local\n' >"$tmp/cluster.yaml"
 out=$("$v" config validate --kind cluster -f "$tmp/cluster.yaml" 2>&1); rc=$?
 check "a cluster named ../../etc exits 3 (got $rc)" '[ $rc -eq 3 ]'
 check "... naming the key" 'grep -q "^error: name:" <<<"$out"'
-exit $fail
+exit $failed

@@ -23,8 +23,7 @@ set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 src=${VERL_SOURCE_DIR:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 command -v podman >/dev/null && command -v runc >/dev/null && command -v catatonit >/dev/null || {
   echo "FAIL: podman, runc and catatonit are needed: scripts/setup installs them" >&2
@@ -206,4 +205,4 @@ check "the container was killed by name: none is left" '[ -z "$(containers)" ]'
 check "no rank is left" '[ -z "$(rank_pids)" ]'
 "$v" down --name "$name" >/dev/null 2>&1
 check "down leaves no verlctl process of the cluster" '[ -z "$(pgrep -f -- "$dir" || true)" ]'
-exit $fail
+exit $failed

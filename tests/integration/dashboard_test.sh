@@ -9,8 +9,7 @@
 set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 export VERLCTL_HOME=$(mktemp -d)
 name=dash$$
 work=$(mktemp -d)
@@ -133,5 +132,5 @@ dashboard_state "$work/down.html" >"$work/state.json"
 check "head gone: error kind unreachable" 'py "assert s[\"ok\"] is False and s[\"error_kind\"]==\"unreachable\", s"'
 check "head gone: banner says it does not answer" 'grep -q "data-kind=\"unreachable\">the head at .* does not answer" "$work/down.html"'
 
-[ $fail -eq 0 ] && echo "dashboard_test: all passed" >&2
-exit $fail
+[ $failed -eq 0 ] && echo "dashboard_test: all passed" >&2
+exit $failed

@@ -6,8 +6,7 @@
 set -u
 v=${VERLCTL:?}
 src=${VERL_SOURCE_DIR:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pq=$src/tests/data/parquet/gsm8k_snappy_dict_v2_rgN.parquet
@@ -55,4 +54,4 @@ if "$v" --version | grep -q "libtorch"; then
   check "filter_overlong_prompts drops rows and says how many" '[ $rc -eq 0 ] && grep -qE "dropped [0-9]+ of 20 rows" <<<"$out"'
   [ $rc -eq 0 ] || echo "$out" | tail -5 >&2
 fi
-exit $fail
+exit $failed

@@ -3,8 +3,7 @@
 # RoCE, down ports and no device, the spec's env winning, the container line, the exit codes.
 set -u
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -100,4 +99,4 @@ printf 'name: r\nbackend: ssh\nnodes:\n  - host: 203.0.113.7\n' >"$tmp/remote.ya
 err=$("$v" env -f "$tmp/remote.yaml" --node 203.0.113.7 2>&1 >/dev/null); rc=$?
 check "a remote node exits 4" '[ $rc -eq 4 ]'
 check "and says how to get its values" 'grep -qF "hint: run '"'"'verlctl env'"'"' with the same spec on 203.0.113.7" <<<"$err"'
-exit $fail
+exit $failed

@@ -7,8 +7,7 @@
 set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 export VERLCTL_HOME=$(mktemp -d)
 name=jd$$
@@ -48,4 +47,4 @@ logs=$("$v" logs job-1 --name "$name" 2>/dev/null)
 check "the new job-1's logs hold its lines (port $port2)" 'grep -q "head.dashboard_port=$port2" <<<"$logs"'
 check "and none of the old job-1's (port $port1)" '! grep -q "head.dashboard_port=$port1" <<<"$logs"'
 "$v" down --name "$name" --timeout 10 >/dev/null 2>&1
-exit $fail
+exit $failed

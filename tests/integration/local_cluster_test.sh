@@ -6,8 +6,7 @@
 set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 export VERLCTL_HOME=$(mktemp -d)
 name=it$$
@@ -151,4 +150,4 @@ cat "$VERLCTL_HOME/to.err" >&2
 check "timeout exits 124" '[ $rc -eq 124 ]'
 check "timeout names what it waited for" 'grep -q "timed out" "$VERLCTL_HOME/to.err"'
 check "timeout cleans up" '[ -z "$(leftovers)" ]'
-exit $fail
+exit $failed

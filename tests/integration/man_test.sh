@@ -3,8 +3,7 @@
 # Completeness against the command tree is tests/unit/cli/man_test.cc's job.
 set -u
 src=${VERL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 for tool in man groff lexgrog; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed (scripts/setup installs man-db and groff-base)" >&2; exit 1; }
@@ -35,4 +34,4 @@ for page in "${pages[@]}"; do
   # whatis/apropos: the NAME line parses as "name - description".
   check "$name has a NAME line mandb can index" 'lexgrog "$page" | grep -q ": \"$(basename "$page" .1) - "'
 done
-exit $fail
+exit $failed

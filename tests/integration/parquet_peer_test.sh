@@ -7,8 +7,7 @@
 set -u
 src=${VERL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bin=${VERL_BINARY_DIR:-$src/build}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 command -v node >/dev/null || { echo "FAIL: node is not installed (scripts/setup installs nodejs)" >&2; exit 1; }
 for pkg in parquet-wasm apache-arrow hyparquet hyparquet-compressors; do
@@ -49,4 +48,4 @@ console.error(`hyparquet: ${n - bad} of ${n} files as written`);
 process.exit(bad ? 1 : 0);
 ' "$tmp" "$src/tests/peers/read_parquet.mjs"
 check "hyparquet reads the files as the writer wrote them" '[ $? -eq 0 ]'
-exit $fail
+exit $failed

@@ -6,8 +6,7 @@
 set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export VERLCTL_HOME="$tmp/home"  # no cluster recorded: no head, so clock and ports are skipped
@@ -112,4 +111,4 @@ check "--tcp-mib 0 is a usage error" '[ $rc -eq 2 ]'
 "$v" probe --local probes.min_shm_gib=lots >/dev/null 2>&1; rc=$?
 check "a threshold that is not a number is an invalid config" '[ $rc -eq 3 ]'
 
-exit $fail
+exit $failed

@@ -14,8 +14,7 @@ py=${REWARD_PEER_PYTHON:-/usr/bin/python3}
 peer="$src/tests/peers/verl_reward"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 if ! [ -x "$py" ]; then echo "FAIL: $py is missing (verl's reward functions are Python)" >&2; exit 1; fi
 if ! "$py" -c 'import numpy' 2>/dev/null; then echo "FAIL: $py has no numpy (metric_utils.py needs it)" >&2; exit 1; fi
@@ -31,4 +30,4 @@ check "scores and metrics are identical to verl's" '"$py" "$peer/compare.py" "$t
 # The comparison itself can fail: a changed score must be seen.
 sed '0,/"score": 1.0/s//"score": 0.5/' "$tmp/peer.jsonl" >"$tmp/peer_bad.jsonl"
 check "a changed score is reported as a mismatch" '! "$py" "$peer/compare.py" "$tmp/requests.jsonl" "$tmp/ours.jsonl" "$tmp/peer_bad.jsonl" >/dev/null'
-exit $fail
+exit $failed

@@ -9,8 +9,7 @@ set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
 src=${VERL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 work=$(mktemp -d)
 export VERLCTL_HOME=$work/home
@@ -111,4 +110,4 @@ check "refused job shows sbatch's message and the key" 'grep -q "sbatch refused 
 check "refused job leaves no job and no process" '[ -z "$(squeue -h)" ] && [ -z "$(leftovers)" ]'
 echo "slurm test took $(( $(date +%s) - t0 )) s after the cluster started" >&2
 
-exit $fail
+exit $failed

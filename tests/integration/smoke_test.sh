@@ -5,8 +5,7 @@
 # leaves no process behind.
 set -u
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 export VERLCTL_HOME=$(mktemp -d)
 work=$(mktemp -d)
@@ -37,7 +36,7 @@ t0=$(date +%s)
 echo "smoke took $(( $(date +%s) - t0 )) s" >&2
 cat "$work/ok.out" >&2
 check "smoke exits 0" '[ $rc -eq 0 ]' || tail -30 "$work/ok.err" >&2
-read -r n nfail nskip failed names < <(junit "$work/ok.xml")
+read -r n nfail nskip failed_names names < <(junit "$work/ok.xml")
 check "junit: well-formed, 7 testcases, no failure" '[ "$n" = 7 ] && [ "$nfail" = 0 ] && [ "$nskip" = 0 ]'
 check "junit: the checks in order" '[ "$names" = "up,probe,submit,job_succeeded,score_moved,metrics_complete,down" ]'
 check "the score moved (stdout says by how much)" 'grep -q "^ok      score moved" "$work/ok.out" && grep -q "val/score/mean" "$work/ok.xml"'
@@ -47,8 +46,8 @@ check "no process left after smoke" '[ -z "$(leftovers)" ]'
 "$v" smoke --name bad$$ --junit "$work/bad.xml" data.train_batch_size=0 >"$work/bad.out" 2>"$work/bad.err"; rc=$?
 check "failing smoke exits 5" '[ $rc -eq 5 ]' || tail -5 "$work/bad.err" >&2
 check "the message names the failed check" 'grep -q "check .submit. failed" "$work/bad.err"'
-read -r n nfail nskip failed names < <(junit "$work/bad.xml")
-check "junit: 7 testcases, submit failed, 3 skipped" '[ "$n" = 7 ] && [ "$nfail" = 1 ] && [ "$failed" = submit ] && [ "$nskip" = 3 ]'
+read -r n nfail nskip failed_names names < <(junit "$work/bad.xml")
+check "junit: 7 testcases, submit failed, 3 skipped" '[ "$n" = 7 ] && [ "$nfail" = 1 ] && [ "$failed_names" = submit ] && [ "$nskip" = 3 ]'
 check "junit: the failure message has the head's issue with its key path" 'python3 -c "
 import sys, xml.etree.ElementTree as ET
 f = [c for c in ET.parse(sys.argv[1]).getroot().iter(\"testcase\") if c.get(\"name\") == \"submit\"][0].find(\"failure\")
@@ -60,5 +59,5 @@ assert c.find(\"failure\") is None and c.find(\"skipped\") is None" "$work/bad.x
 check "no process left after the failed smoke" '[ -z "$(leftovers)" ]'
 check "usage error exits 2" '"$v" smoke --local 0 >/dev/null 2>&1; [ $? -eq 2 ]'
 
-[ $fail -eq 0 ] && echo "smoke_test: all passed" >&2
-exit $fail
+[ $failed -eq 0 ] && echo "smoke_test: all passed" >&2
+exit $failed

@@ -132,7 +132,7 @@ expect_fault() {  # name code pattern [up args...]
 expect_fault f-refused 4 "node 127.0.0.9 failed while connecting: root@127.0.0.9:$port: connecting" \
   'nodes=[{host: 127.0.0.2}, {host: 127.0.0.9}]'
 
-silent=$(free_port 127.0.0.10)
+silent=$(free_ports 1 127.0.0.10)
 python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.10",int(sys.argv[1]))); s.listen(16); time.sleep(600)' \
   "$silent" &
 listener_pid=$!

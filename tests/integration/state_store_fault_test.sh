@@ -7,8 +7,7 @@
 set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 export VERLCTL_HOME=$(mktemp -d)
 name=sf$$
@@ -126,5 +125,5 @@ check "ids go on after the last one listed ($top -> $next)" '[ "$next" -gt "$top
 kill "$head_pid" 2>/dev/null
 wait "$head_pid" 2>/dev/null
 head_pid=
-[ $fail -eq 0 ] || tail -20 "$dir/head-test.log" >&2
-exit $fail
+[ $failed -eq 0 ] || tail -20 "$dir/head-test.log" >&2
+exit $failed

@@ -9,8 +9,7 @@ v=${VERLCTL:?}
 src=${VERL_SOURCE_DIR:?}
 count=${TOKENIZER_PEER_COUNT:-3000}
 seed=${TOKENIZER_PEER_SEED:-7}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -79,4 +78,4 @@ check "a TEXT like [a, b] is one text, not a list" \
   '"$v" tokenize --model "$qwen" -o json "[a, b]" | python3 -c "import json,sys; d=json.load(sys.stdin); assert [x[\"text\"] for x in d]==[\"[a, b]\"]"'
 check "special-token text is that token" '[ "$("$v" tokenize --model "$qwen" "<|im_start|>")" = "151644" ]'
 
-exit $fail
+exit $failed

@@ -4,8 +4,7 @@
 set -u
 source "${VERL_SOURCE_DIR:?}/tests/integration/lib/ports.sh"
 v=${VERLCTL:?}
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; fail=1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 export VERLCTL_HOME=$(mktemp -d)
 name=int$$
@@ -31,5 +30,5 @@ for _ in $(seq 1 50); do [ -z "$(leftovers)" ] && break; sleep 0.1; done
 check "no head or agent is left running: $(leftovers)" '[ -z "$(leftovers)" ]'
 state=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["status"])' "$dir/state.json" 2>/dev/null)
 check "the state is not up (got $state)" '[ "$state" != up ]'
-[ $fail -eq 0 ] || cat "$log" >&2
-exit $fail
+[ $failed -eq 0 ] || cat "$log" >&2
+exit $failed

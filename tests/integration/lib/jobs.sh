@@ -1,12 +1,11 @@
-# Sourced by the job tests: assertions that go on after a failure, polling waits, and fields of
+# Sourced by the job tests: check (lib/check.sh), polling waits, and fields of
 # a job as `verlctl status JOB -o json` gives them. Expects $v (verlctl) and $name (the cluster).
 #   check WHAT 'condition'       prints ok/FAIL: WHAT; a failure sets failed=1 (exit $failed at the end)
 #   wait_for SECONDS 'condition' polls every 0.2 s until it holds or the time is up
 #   job_field JOB 'expr over j'  prints a python expression over the job's JSON
 #   kill_rank JOB PID            kills a rank with -9, waits up to 30 s for the job to be FAILED;
 #                                sets $reason (the failure's) and $fail_ms (kill to FAILED)
-failed=0
-check() { if ! eval "$2"; then echo "FAIL: $1" >&2; failed=1; return 1; else echo "ok: $1" >&2; fi; }
+source "${VERL_SOURCE_DIR:?}/tests/integration/lib/check.sh"
 
 wait_for() {
   local until=$(( $(date +%s) + $1 ))

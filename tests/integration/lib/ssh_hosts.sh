@@ -18,9 +18,7 @@ unset SSH_AUTH_SOCK
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-free_port() {
-  python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1],0)); print(s.getsockname()[1])' "$1"
-}
+source "$VERL_SOURCE_DIR/tests/integration/lib/ports.sh"
 
 ssh_hosts_start() {
   local prefix=$1 n=$2 i
@@ -31,9 +29,8 @@ ssh_hosts_start() {
   hosts=""
   for i in $(seq 1 "$n"); do hosts="$hosts 127.0.0.$((i + 1))"; done
   hosts=${hosts# }
-  port=$(free_port 127.0.0.2)
-  dash=$(free_port 127.0.0.1)
-  store=$(free_port 127.0.0.1)
+  port=$(free_ports 1 127.0.0.2)
+  read -r dash store < <(free_ports 2)
   SSHD_LOG_LEVEL=${SSHD_LOG_LEVEL:-ERROR} "$VERL_SOURCE_DIR/scripts/services/sshd-loopback.sh" start "$n" "$sshd_dir" "$port" ||
     fail "cannot start sshd on 127.0.0.2-$((n + 1))"
 }

@@ -1,4 +1,5 @@
 #include "cli/app.h"
+#include "tests/testing/cli.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -10,17 +11,8 @@
 namespace verl::cli {
 namespace {
 
-struct Ran {
-  int code;
-  std::string out, err;
-};
-
-Ran run_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "verlctl");
-  std::ostringstream out, err;
-  int code = run(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::listed_commands;
+using testing::run_cli;
 
 TEST(Cli, UnknownCommandIsUsageError) {
   auto r = run_cli({"frobnicate"});
@@ -40,26 +32,6 @@ TEST(Cli, ConfigShowSaysWhichLossNormalisationIsInEffect) {
   ASSERT_EQ(global.code, 0) << global.err;
   EXPECT_NE(global.out.find("# loss normalisation: global batch"), std::string::npos);
   EXPECT_NE(global.out.find("loss_scale_factor = 512"), std::string::npos);
-}
-
-// The command names of one section of --help ("Subcommands:", "Internal:"): the first word of
-// each line after the heading, up to the blank line that ends the section. Empty when the
-// heading is missing.
-std::vector<std::string> listed_commands(const std::string& help, const std::string& heading) {
-  std::istringstream in(help);
-  std::string line;
-  while (std::getline(in, line) && line != heading) {
-  }
-  std::vector<std::string> names;
-  while (std::getline(in, line) && !line.empty()) {
-    std::istringstream words(line);
-    std::string name, summary;
-    words >> name;
-    std::getline(words, summary);
-    EXPECT_FALSE(summary.empty()) << "no summary for " << name;
-    names.push_back(name);
-  }
-  return names;
 }
 
 TEST(Cli, HelpListsCommands) {

@@ -9,32 +9,19 @@
 #include <sstream>
 
 #include "cli/app.h"
+#include "tests/testing/cli.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::cli {
 namespace {
 namespace fs = std::filesystem;
 
-struct Ran {
-  int code;
-  std::string out, err;
-};
-
+// Each test with a VERLCTL_HOME of its own.
 class ClusterCommands : public ::testing::Test {
  protected:
-  ClusterCommands() : home_(fs::temp_directory_path() / ("verl_cli_home_" + std::to_string(::getpid()))) {
-    ::setenv("VERLCTL_HOME", home_.c_str(), 1);
-  }
-  ~ClusterCommands() override {
-    ::unsetenv("VERLCTL_HOME");
-    fs::remove_all(home_);
-  }
-  Ran verlctl(std::vector<std::string> args) {
-    args.insert(args.begin(), "verlctl");
-    std::ostringstream out, err;
-    const int code = run(args, out, err);
-    return {code, out.str(), err.str()};
-  }
-  fs::path home_;
+  static testing::CliRun verlctl(std::vector<std::string> args) { return testing::run_cli(std::move(args)); }
+  testing::TempHome temp_home_;
+  const fs::path home_ = temp_home_.path();
 };
 
 TEST_F(ClusterCommands, DryRunJsonListsTheHeadAndEachAgent) {
@@ -94,7 +81,8 @@ TEST_F(ClusterCommands, InternalCommandsNeedTheirFlags) {
   EXPECT_EQ(verlctl({"head"}).code, 2);
   EXPECT_EQ(verlctl({"agent", "--head", "127.0.0.1:1"}).code, 2);
   const auto help = verlctl({"--help"});
-  EXPECT_NE(help.out.find("Internal"), std::string::npos) << "head/agent are listed as internal";
+  EXPECT_EQ(testing::listed_commands(help.out, "Internal:"), (std::vector<std::string>{"head", "agent"}))
+      << "head/agent are listed as internal: " << help.out;
 }
 
 }  // namespace

@@ -7,25 +7,17 @@
 #include <sstream>
 
 #include "cli/app.h"
-#include "tests/unit/launcher/fake_sysfs.h"
+#include "tests/testing/cli.h"
+#include "tests/testing/fake_sysfs.h"
 
 namespace verl::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using launcher::testing::FakeSysfs;
+using testing::FakeSysfs;
 
-struct Outcome {
-  int code;
-  std::string out, err;
-};
-
-Outcome verlctl(std::vector<std::string> args) {
-  args.insert(args.begin(), "verlctl");
-  std::ostringstream out, err;
-  const int code = run(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using Outcome = testing::CliRun;
+const auto verlctl = testing::run_cli;
 
 const Json* var(const Json& doc, const std::string& name) {
   for (const auto& v : doc.at("env"))

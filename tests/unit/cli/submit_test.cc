@@ -6,21 +6,12 @@
 #include <sstream>
 
 #include "cli/app.h"
+#include "tests/testing/cli.h"
 
 namespace verl::cli {
 namespace {
 
-struct Ran {
-  int code;
-  std::string out, err;
-};
-
-Ran run_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "verlctl");
-  std::ostringstream out, err;
-  const int code = run(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::run_cli;
 
 TEST(SubmitCommand, AnUnknownOptionBeforeTheDashesIsAnErrorNamingIt) {
   const auto r = run_cli({"submit", "--frobnicate", "--", "python3", "train.py"});

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/hydra.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::config {
 namespace {
@@ -573,8 +574,8 @@ TEST(Hydra, VerlsConfigFolderComposesToVerlsGeneratedConfig) {
 }
 
 TEST(Hydra, AMissingDefaultsFileNamesTheEntryAndTheFile) {
-  const std::string dir = (fs::temp_directory_path() / ("verl_hydra_" + std::to_string(::getpid()))).string();
-  fs::create_directories(dir);
+  const testing::TempDir tmp("hydra");
+  const std::string dir = tmp.str();
   std::ofstream(dir + "/main.yaml") << "defaults:\n  - actor@actor_rollout_ref.actor: nope\n  - _self_\n";
   try {
     compose_hydra(dir + "/main.yaml");
@@ -583,7 +584,6 @@ TEST(Hydra, AMissingDefaultsFileNamesTheEntryAndTheFile) {
     EXPECT_NE(std::string(e.what()).find("actor/nope.yaml"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("main.yaml:2"), std::string::npos) << e.what();
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

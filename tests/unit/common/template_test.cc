@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::tmpl {
 namespace {
@@ -140,8 +141,8 @@ TEST(Template, LoadsTheEmbeddedCopyUnlessTheDirectoryOverridesIt) {
   EXPECT_EQ(embedded.origin, "templates/sbatch.sh (embedded)");
   EXPECT_NE(embedded.text.find("#SBATCH --nodes={{nodes}}"), std::string::npos);
 
-  const fs::path dir = fs::temp_directory_path() / ("verl_tmpl_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testing::TempDir tmp("tmpl");
+  const fs::path dir = tmp.path();
   std::ofstream(dir / "sbatch.sh") << "#!/bin/sh\n{{nodes}} {{nope}}\n";
   ::setenv("VERLCTL_TEMPLATE_DIR", dir.c_str(), 1);
   const Template over = load("sbatch.sh");
@@ -157,7 +158,6 @@ TEST(Template, LoadsTheEmbeddedCopyUnlessTheDirectoryOverridesIt) {
   // A file the directory lacks still comes from the binary.
   EXPECT_EQ(load("job.yaml").origin, "templates/job.yaml (embedded)");
   ::unsetenv("VERLCTL_TEMPLATE_DIR");
-  fs::remove_all(dir);
 }
 
 TEST(Template, MissingTemplateIsAnErrorNamingIt) {

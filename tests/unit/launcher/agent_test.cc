@@ -12,6 +12,9 @@
 
 #include "common/error.h"
 #include "launcher/head.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/head_fixture.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::launcher {
 namespace {
@@ -21,73 +24,38 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-constexpr const char* kToken = "feedfacefeedfacefeedfacefeedface";
+using testing::AgentRun;
+using testing::eventually;
+using testing::fast_agent_options;
+using testing::find_node;
+using testing::kTestToken;
 
-HeadOptions head_options() {
-  HeadOptions o;
-  o.token = kToken;
-  o.heartbeat_interval = 50ms;
-  o.heartbeat_timeout = 2000ms;
-  o.sweep_interval = 20ms;
-  o.shutdown_grace = 3000ms;
-  return o;
-}
-
-AgentOptions agent_options(int port, const std::string& name = "node-0") {
-  AgentOptions o;
-  o.head = HeadAddress{"127.0.0.1", port};
-  o.token = kToken;
-  o.node_name = name;
-  o.resources.cpus = 3;
-  o.resources.memory_bytes = 1 << 20;
-  o.heartbeat_interval = 50ms;
-  o.exit_after = 1000ms;
-  return o;
-}
-
-template <typename F>
-bool eventually(F cond, std::chrono::milliseconds limit = 3000ms) {
-  const auto until = Clock::now() + limit;
-  while (Clock::now() < until) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return cond();
-}
-
-std::optional<NodeRecord> find(Head& head, const std::string& name) {
-  for (const auto& n : head.registry().nodes())
-    if (n.name == name) return n;
-  return std::nullopt;
-}
+HeadOptions head_options() { return testing::fast_head_options(2000ms, 3000ms); }
 
 TEST(Agent, RegistersHeartbeatsAndLeavesOnShutdown) {
   Head head(head_options());
   head.start();
-  std::atomic<bool> stop{false};
-  auto agent = std::async(std::launch::async, [&] { return run_agent(agent_options(head.port()), stop); });
+  AgentRun agent(fast_agent_options(head.port()));
   ASSERT_TRUE(eventually([&] {
-    auto n = find(head, "node-0");
+    auto n = find_node(head, "node-0");
     return n && n->heartbeats >= 3;
   })) << "the agent must register and heartbeat";
-  EXPECT_EQ(find(head, "node-0")->resources.cpus, 3);
-  HeadClient(HeadAddress{"127.0.0.1", head.port()}, kToken).post("/api/shutdown", Json::object());
+  EXPECT_EQ(find_node(head, "node-0")->resources.cpus, 3);
+  testing::client_of(head).post("/api/shutdown", Json::object());
   ASSERT_EQ(agent.wait_for(3s), std::future_status::ready) << "the agent must end after shutdown";
   EXPECT_EQ(agent.get(), AgentExit::kShutdown);
-  EXPECT_EQ(find(head, "node-0")->state, NodeState::kLeft);
-  stop = true;
+  EXPECT_EQ(find_node(head, "node-0")->state, NodeState::kLeft);
 }
 
 TEST(Agent, StopFlagMakesItLeave) {
   Head head(head_options());
   head.start();
-  std::atomic<bool> stop{false};
-  auto agent = std::async(std::launch::async, [&] { return run_agent(agent_options(head.port()), stop); });
-  ASSERT_TRUE(eventually([&] { return find(head, "node-0").has_value(); }));
-  stop = true;
+  AgentRun agent(fast_agent_options(head.port()));
+  ASSERT_TRUE(eventually([&] { return find_node(head, "node-0").has_value(); }));
+  agent.stop();
   ASSERT_EQ(agent.wait_for(3s), std::future_status::ready);
   EXPECT_EQ(agent.get(), AgentExit::kStopped);
-  const auto n = find(head, "node-0");
+  const auto n = find_node(head, "node-0");
   EXPECT_EQ(n->state, NodeState::kLeft);
   EXPECT_NE(n->reason.find("signal"), std::string::npos) << n->reason;
 }
@@ -95,12 +63,11 @@ TEST(Agent, StopFlagMakesItLeave) {
 TEST(Agent, RegistersAgainWithAHeadThatForgotIt) {
   Head head(head_options());
   head.start();
-  std::atomic<bool> stop{false};
-  auto agent = std::async(std::launch::async, [&] { return run_agent(agent_options(head.port()), stop); });
-  ASSERT_TRUE(eventually([&] { return find(head, "node-0").has_value(); }));
+  AgentRun agent(fast_agent_options(head.port()));
+  ASSERT_TRUE(eventually([&] { return find_node(head, "node-0").has_value(); }));
   head.registry().clear();  // what a restarted head looks like: heartbeats get 404
-  EXPECT_TRUE(eventually([&] { return find(head, "node-0").has_value(); })) << "the agent must register again";
-  stop = true;
+  EXPECT_TRUE(eventually([&] { return find_node(head, "node-0").has_value(); })) << "the agent must register again";
+  agent.stop();
   ASSERT_EQ(agent.wait_for(3s), std::future_status::ready);
 }
 
@@ -109,9 +76,8 @@ TEST(Agent, ExitsWhenTheHeadIsGoneForExitAfter) {
   auto head = std::make_unique<Head>(head_options());
   head->start();
   port = head->port();
-  std::atomic<bool> stop{false};
-  auto agent = std::async(std::launch::async, [&] { return run_agent(agent_options(port), stop); });
-  ASSERT_TRUE(eventually([&] { return find(*head, "node-0").has_value(); }));
+  AgentRun agent(fast_agent_options(port));
+  ASSERT_TRUE(eventually([&] { return find_node(*head, "node-0").has_value(); }));
   head.reset();  // the head is gone
   const auto t0 = Clock::now();
   ASSERT_EQ(agent.wait_for(5s), std::future_status::ready) << "exit_after is 1 s";
@@ -122,10 +88,9 @@ TEST(Agent, ExitsWhenTheHeadIsGoneForExitAfter) {
 TEST(Agent, WrongTokenIsAnErrorNotARetryLoop) {
   Head head(head_options());
   head.start();
-  auto o = agent_options(head.port());
+  auto o = fast_agent_options(head.port());
   o.token = "not-the-token";
-  std::atomic<bool> stop{false};
-  auto agent = std::async(std::launch::async, [&] { return run_agent(o, stop); });
+  AgentRun agent(o);
   ASSERT_EQ(agent.wait_for(3s), std::future_status::ready);
   EXPECT_THROW(agent.get(), Error);
   EXPECT_TRUE(head.registry().nodes().empty());
@@ -135,19 +100,10 @@ TEST(Agent, WrongTokenIsAnErrorNotARetryLoop) {
 // tests choose the report.
 class ProbeTasks : public ::testing::Test {
  protected:
-  ProbeTasks() : dir_(fs::temp_directory_path() / ("verl_agent_" + std::to_string(::getpid()))) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "work");
-  }
-  ~ProbeTasks() override { fs::remove_all(dir_); }
-  std::string script(const std::string& body) {
-    const fs::path p = dir_ / "fake-verlctl";
-    std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
-    fs::permissions(p, fs::perms::owner_all);
-    return p.string();
-  }
+  ProbeTasks() { fs::create_directories(dir_ / "work"); }
+  std::string script(const std::string& body) { return dir_.script("fake-verlctl", body); }
   AgentOptions options(int port, const std::string& name, const std::string& exe) {
-    auto o = agent_options(port, name);
+    auto o = fast_agent_options(port, name);
     o.work_dir = (dir_ / "work").string();
     o.exe = exe;
     o.sample_gpus = false;
@@ -156,7 +112,7 @@ class ProbeTasks : public ::testing::Test {
   }
   // Submits a probe job and waits for it to end; returns its detail.
   Json run_probe(Head& head) {
-    HeadClient client(HeadAddress{"127.0.0.1", head.port()}, kToken);
+    HeadClient client = testing::client_of(head);
     const std::string id = client.post("/api/jobs", Json{{"kind", "probe"}, {"argv", {"probe"}}}).at("id");
     Json job;
     eventually([&] {
@@ -165,7 +121,7 @@ class ProbeTasks : public ::testing::Test {
     }, 10000ms);
     return job;
   }
-  fs::path dir_;
+  testing::TempDir dir_{"agent"};
 };
 
 // Two reports in one stdout (what appending to an earlier job's log gave): the head gets the
@@ -173,12 +129,10 @@ class ProbeTasks : public ::testing::Test {
 TEST_F(ProbeTasks, AReportThatDoesNotParseIsSentAsAnErrorWithItsReason) {
   Head head(head_options());
   head.start();
-  std::atomic<bool> stop{false};
   const auto exe = script("echo '{\"rows\": []}'; echo '{\"rows\": []}'");
-  auto agent = std::async(std::launch::async, [&] { return run_agent(options(head.port(), "node-0", exe), stop); });
+  std::optional<AgentRun> agent(std::in_place, options(head.port(), "node-0", exe));
   const Json job = run_probe(head);
-  stop = true;
-  agent.wait();
+  agent.reset();
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump();
   const Json results = job.value("results", Json::object());
   ASSERT_TRUE(results.contains("0")) << "no result sent for rank 0: " << job.dump();
@@ -199,15 +153,15 @@ TEST_F(ProbeTasks, AnotherHeadsJobDirectoryIsMovedAsideAndRanksShareTheirOwn) {
 
   Head head(head_options());
   head.start();
-  std::atomic<bool> stop{false};
   const auto exe = script("echo '{\"rows\": []}'");
-  auto a0 = std::async(std::launch::async, [&] { return run_agent(options(head.port(), "node-0", exe), stop); });
-  auto a1 = std::async(std::launch::async, [&] { return run_agent(options(head.port(), "node-1", exe), stop); });
+  std::optional<AgentRun> a0(std::in_place, options(head.port(), "node-0", exe));
+  std::optional<AgentRun> a1(std::in_place, options(head.port(), "node-1", exe));
   ASSERT_TRUE(eventually([&] { return head.registry().nodes().size() == 2; }));
   const Json job = run_probe(head);
-  stop = true;
-  a0.wait();
-  a1.wait();
+  a0->stop();
+  a1->stop();
+  a0.reset();
+  a1.reset();
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump();
   EXPECT_EQ(job.value("results", Json::object()).size(), 2u) << job.dump();
 

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/process.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::launcher {
 namespace {
@@ -25,8 +26,8 @@ TEST(ClusterState, TokenIs64HexCharsAndDiffersEachTime) {
 }
 
 TEST(ClusterState, StateRoundTripsAtomicallyWith0600) {
-  const fs::path dir = fs::temp_directory_path() / ("verl_state_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testing::TempDir tmp("state");
+  const fs::path dir = tmp.path();
   const StatePaths paths(dir.string());
   EXPECT_FALSE(read_state(paths)) << "no state.json: no state";
   ClusterState s;
@@ -63,7 +64,6 @@ TEST(ClusterState, StateRoundTripsAtomicallyWith0600) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown cluster status 'paused'"), std::string::npos) << e.what();
   }
-  fs::remove_all(dir);
 }
 
 TEST(ClusterState, EmptyTokenFileIsAnError) {
@@ -104,8 +104,8 @@ TEST(ProcessIdentity, FindsClusterProcessesByTheirCommandLine) {
   // A real agent of a cluster whose state directory is dir, trying a head that is not there.
   const std::string exe = std::string(VERL_BINARY_DIR) + "/verlctl";
   if (!fs::exists(exe)) GTEST_SKIP() << exe << " is not built";
-  const fs::path dir = fs::temp_directory_path() / ("verl_find_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testing::TempDir tmp("find");
+  const fs::path dir = tmp.path();
   files::write_atomic((dir / "token").string(), "t\n", 0600);
   auto agent = process::Child::spawn({exe, "agent", "--head", "127.0.0.1:1", "--token-file", (dir / "token").string(),
                                       "--node", "node-0", "--exit-after", "30", "--log-level", "off"});
@@ -121,7 +121,6 @@ TEST(ProcessIdentity, FindsClusterProcessesByTheirCommandLine) {
   EXPECT_FALSE(found_in(dir.string().substr(0, dir.string().size() - 1))) << "a prefix of the directory is not it";
   agent.stop();
   EXPECT_FALSE(found_in(dir.string()));
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -13,25 +13,17 @@
 #include "common/error.h"
 #include "common/process.h"
 #include "verl/build_info.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::launcher {
 namespace {
 namespace fs = std::filesystem;
 
+// Each test with a VERLCTL_HOME of its own.
 class TempHome : public ::testing::Test {
  protected:
-  TempHome() : home_(fs::temp_directory_path() / ("verl_home_" + std::to_string(::getpid()))) {
-    const char* old = std::getenv("VERLCTL_HOME");
-    if (old) old_ = old;
-    ::setenv("VERLCTL_HOME", home_.c_str(), 1);
-  }
-  ~TempHome() override {
-    if (old_) ::setenv("VERLCTL_HOME", old_->c_str(), 1);
-    else ::unsetenv("VERLCTL_HOME");
-    fs::remove_all(home_);
-  }
-  fs::path home_;
-  std::optional<std::string> old_;
+  testing::TempHome temp_home_;
+  const fs::path home_ = temp_home_.path();
 };
 
 bool has(const std::vector<std::string>& argv, const std::string& flag, const std::string& value) {

@@ -7,14 +7,14 @@
 
 #include "launcher/job_controller.h"
 #include "launcher/wire.h"
+#include "tests/testing/controller_fixture.h"
 
 namespace verl::launcher {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-// The tests write task reports as the agent sends them, as JSON.
-std::vector<wire::TaskReport> reports(const Json& tasks) { return tasks.get<std::vector<wire::TaskReport>>(); }
+using testing::has_env;
 
 TEST(CommandJob, Base64RoundTripsEveryByteAndLength) {
   std::string bytes;
@@ -84,38 +84,26 @@ TEST(CommandJob, SpecRoundTripsThroughJson) {
 }
 
 // A head's controller over two nodes with two GPUs each.
-struct Head {
-  JobStore store{":memory:"};
-  NodeRegistry registry{":memory:"};
-  std::unique_ptr<JobController> ctl;
-  NodeRecord n0, n1;
-  Head() {
+struct Head : testing::TwoNodeController {
+  Head() : TwoNodeController(options(), eight_cpus_two_gpus()) {}
+  static ControllerOptions options() {
     ControllerOptions o;
     o.store_port = 29500;
     o.spec_env = {{"NCCL_DEBUG", "WARN"}, {"A", "from-spec"}};
     o.heartbeat_timeout_ms = 1000;
-    ctl = std::make_unique<JobController>(store, registry, o);
+    return o;
+  }
+  static Resources eight_cpus_two_gpus() {
     Resources r;
     r.cpus = 8;
     r.gpus = 2;
-    n0 = registry.register_node("node-0", "host-a", 1, r, 0);
-    n1 = registry.register_node("node-1", "host-b", 2, r, 0);
+    return r;
   }
   std::optional<JobRecord> submit(Json command, SubmitError* e,
                                   std::vector<std::string> overrides = {"trainer.nnodes=2", "trainer.n_gpus_per_node=2"}) {
     return ctl->submit(Json{{"kind", "command"}, {"overrides", overrides}, {"command", std::move(command)}}, 100, e);
   }
-  Json beat(const NodeRecord& n, Json tasks, int64_t now) {
-    registry.heartbeat(n.id, now);
-    return Json(ctl->heartbeat(n, reports(tasks), n.name == "node-0" ? "10.0.0.1" : "10.0.0.2", "/w/" + n.name, now));
-  }
 };
-
-bool has(const Json& order, const std::string& entry) {
-  for (const auto& e : order["env"])
-    if (e == entry) return true;
-  return false;
-}
 
 TEST(CommandJob, EachRankRunsTheCommandWithTorchrunsVariablesAndEnvLast) {
   Head h;
@@ -143,7 +131,7 @@ TEST(CommandJob, EachRankRunsTheCommandWithTorchrunsVariablesAndEnvLast) {
   for (const char* v : {"RANK=3", "LOCAL_RANK=1", "WORLD_SIZE=4", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1",
                         "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500", "CUDA_VISIBLE_DEVICES=0,1", "VERLCTL_NODE=node-1",
                         "NCCL_DEBUG=WARN", "B=2"})
-    EXPECT_TRUE(has(o[1], v)) << v << " in " << o[1]["env"].dump();
+    EXPECT_TRUE(has_env(o[1], v)) << v << " in " << o[1]["env"].dump();
   // --env comes after the spec's env: the agent applies entries in order, so the last one wins.
   const auto& env = o[1]["env"];
   EXPECT_EQ(env.back(), "B=2");
@@ -168,7 +156,7 @@ TEST(CommandJob, RanksPerNodeOneRunsOneProcessHoldingTheNodesGpus) {
   const Json o = h.beat(h.n1, Json::array(), 300);
   ASSERT_EQ(o.size(), 1u);
   for (const char* v : {"RANK=1", "LOCAL_RANK=0", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=1", "GROUP_RANK=1", "CUDA_VISIBLE_DEVICES=0,1"})
-    EXPECT_TRUE(has(o[0], v)) << v;
+    EXPECT_TRUE(has_env(o[0], v)) << v;
   // Its GPUs are taken: a job of one GPU waits.
   const auto other = h.ctl->submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}}}, 300, &e);
   ASSERT_TRUE(other);

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/testing/temp_dir.h"
+
 namespace verl::launcher {
 namespace {
 namespace fs = std::filesystem;
@@ -72,18 +74,8 @@ TEST(GpuSampler, JsonRoundTrip) {
 
 class GpuSamplerRun : public ::testing::Test {
  protected:
-  GpuSamplerRun() : dir_(fs::temp_directory_path() / ("verl_smi_" + std::to_string(::getpid()) + "_" +
-                                                ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::create_directories(dir_);
-  }
-  ~GpuSamplerRun() override { fs::remove_all(dir_); }
-  std::string script(const std::string& body) {
-    const fs::path p = dir_ / "nvidia-smi";
-    std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
-    ::chmod(p.c_str(), 0755);
-    return p.string();
-  }
-  fs::path dir_;
+  std::string script(const std::string& body) { return dir_.script("nvidia-smi", body); }
+  testing::TempDir dir_{"smi"};
 };
 
 TEST_F(GpuSamplerRun, RunsTheQueryAndParsesIt) {

@@ -25,6 +25,9 @@
 
 #include "common/error.h"
 #include "launcher/head_client.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/head_fixture.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::launcher {
 namespace {
@@ -33,40 +36,23 @@ using Json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-constexpr const char* kToken = "0123456789abcdef0123456789abcdef";
+using testing::address_of;
+using testing::eventually;
+constexpr const char* kToken = testing::kTestToken;
 
+// Heartbeats lost after 300 ms; node-0 and node-1 expected.
 HeadOptions fast_options() {
-  HeadOptions o;
+  HeadOptions o = testing::fast_head_options(300ms, 2000ms);
   o.cluster_name = "test";
-  o.bind_host = "127.0.0.1";
-  o.port = 0;  // any free port
-  o.token = kToken;
   o.expected_nodes = {"node-0", "node-1"};
-  o.heartbeat_interval = 50ms;
-  o.heartbeat_timeout = 300ms;
-  o.sweep_interval = 20ms;
-  o.shutdown_grace = 2000ms;
   return o;
 }
-
-HeadAddress address_of(const Head& h) { return HeadAddress{"127.0.0.1", h.port()}; }
 
 Json registration(const std::string& name) {
   Resources r;
   r.cpus = 4;
   r.memory_bytes = int64_t{1} << 30;
   return {{"name", name}, {"host", "testhost"}, {"pid", 1234}, {"resources", to_json(r)}};
-}
-
-// Polls cond every 10 ms for at most limit: every wait in these tests is bounded.
-template <typename F>
-bool eventually(F cond, std::chrono::milliseconds limit = 3000ms) {
-  const auto until = Clock::now() + limit;
-  while (Clock::now() < until) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return cond();
 }
 
 TEST(Head, RequestWithoutTokenIs401) {
@@ -281,9 +267,7 @@ TEST(Head, NumbersThatDoNotFitTheirFieldAre400NamingIt) {
 // Issue 16, case 5: a write that fails in the sweep thread ("database or disk is full", here a
 // lock held past the busy timeout) is reported, and the sweep goes on once the store can be written.
 TEST(Head, AStoreThatCannotBeWrittenDoesNotEndTheHead) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / ("head_store_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testing::TempDir dir("head_store");
   HeadOptions o = fast_options();
   o.db_path = (dir / "state.db").string();
   {
@@ -302,7 +286,6 @@ TEST(Head, AStoreThatCannotBeWrittenDoesNotEndTheHead) {
       return all["nodes"][0]["id"] == id && all["nodes"][0]["state"] == "lost";
     }, 10000ms)) << "the sweep goes on after the failed write";
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Head, SilentNodeIsMarkedLostWithinTheTimeout) {

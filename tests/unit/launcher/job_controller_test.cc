@@ -9,31 +9,31 @@
 #include <tuple>
 
 #include "launcher/container.h"
+#include "tests/testing/controller_fixture.h"
 
 namespace verl::launcher {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-// The tests write task reports as the agent sends them, as JSON.
-std::vector<wire::TaskReport> reports(const Json& tasks) { return tasks.get<std::vector<wire::TaskReport>>(); }
+using testing::has_env;
+using testing::reports;
 
-struct Cluster {
-  JobStore store{":memory:"};
-  NodeRegistry registry{":memory:"};
-  std::unique_ptr<JobController> ctl;
-  NodeRecord n0, n1;
-  explicit Cluster(int64_t started_ms = 0) {
+// Two nodes with two CPUs each, registered when the head started.
+struct Cluster : testing::TwoNodeController {
+  explicit Cluster(int64_t started_ms = 0) : TwoNodeController(options(started_ms), two_cpus(), started_ms) {}
+  static ControllerOptions options(int64_t started_ms) {
     ControllerOptions o;
     o.store_port = 29500;
     o.spec_env = {{"NCCL_DEBUG", "WARN"}};
     o.heartbeat_timeout_ms = 1000;
     o.head_started_ms = started_ms;
-    ctl = std::make_unique<JobController>(store, registry, o);
+    return o;
+  }
+  static Resources two_cpus() {
     Resources r;
     r.cpus = 2;
-    n0 = registry.register_node("node-0", "host-a", 1, r, started_ms);
-    n1 = registry.register_node("node-1", "host-b", 2, r, started_ms);
+    return r;
   }
   JobRecord submit(std::vector<std::string> overrides) {
     SubmitError e;
@@ -49,10 +49,6 @@ struct Cluster {
     beat(n1, Json::array(), 300);
     return j;
   }
-  Json beat(const NodeRecord& n, Json tasks, int64_t now) {
-    registry.heartbeat(n.id, now);
-    return Json(ctl->heartbeat(n, reports(tasks), n.name == "node-0" ? "10.0.0.1" : "10.0.0.2", "/w/" + n.name, now));
-  }
   JobState state(int64_t id) { return store.job(id)->state; }
 };
 
@@ -61,12 +57,6 @@ Json exited(const std::string& task, int code) { return {{"task", task}, {"state
 Json killed(const std::string& task, int sig) { return {{"task", task}, {"state", "exited"}, {"signal", sig}}; }
 
 const std::vector<std::string> kTwoRanks = {"trainer.nnodes=2", "trainer.n_gpus_per_node=1"};
-
-bool has_env(const Json& order, const std::string& entry) {
-  for (const auto& e : order["env"])
-    if (e == entry) return true;
-  return false;
-}
 
 TEST(JobController, InvalidConfigIsRefusedWithItsKeyPath) {
   Cluster c;

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 
+#include "tests/testing/temp_dir.h"
+
 namespace verl::launcher {
 namespace {
 
@@ -32,15 +34,8 @@ std::vector<std::string> texts(const std::vector<LogLine>& lines) {
 
 class TempDb : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("job_store_test." + std::to_string(getpid()) + "." +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string db() const { return (dir_ / "state.db").string(); }
-  std::filesystem::path dir_;
+  testing::TempDir dir_{"job_store"};
 };
 
 TEST(JobStore, IdsCountUpAndJobsListNewestFirst) {

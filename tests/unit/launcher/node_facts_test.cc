@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "common/error.h"
-#include "tests/unit/launcher/fake_sysfs.h"
+#include "tests/testing/fake_sysfs.h"
 
 namespace verl::launcher {
 namespace {

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 
+#include "tests/testing/temp_dir.h"
+
 namespace verl::launcher {
 namespace {
 
@@ -96,8 +98,8 @@ TEST(NodeRegistry, LeftNodeIsNeitherAliveNorLost) {
 }
 
 TEST(NodeRegistry, FileDatabaseIsWalAndPersists) {
-  const auto dir = std::filesystem::temp_directory_path() / ("verl_registry_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const testing::TempDir tmp("registry");
+  const std::filesystem::path dir = tmp.path();
   const std::string path = (dir / "state.db").string();
   {
     NodeRegistry reg(path);
@@ -108,7 +110,6 @@ TEST(NodeRegistry, FileDatabaseIsWalAndPersists) {
   EXPECT_EQ(again.nodes().size(), 1u);
   again.clear();
   EXPECT_TRUE(again.nodes().empty());
-  std::filesystem::remove_all(dir);
 }
 
 TEST(NodeRegistry, JsonHasHeartbeatAge) {
@@ -124,8 +125,8 @@ TEST(NodeRegistry, JsonHasHeartbeatAge) {
 // Heartbeats live in memory and reach the table in one transaction per sweep (mark_lost or
 // flush); a registry opened on the file afterwards sees them, and a state change is written at once.
 TEST(NodeRegistry, HeartbeatsReachTheTableAtTheNextSweep) {
-  const auto dir = std::filesystem::temp_directory_path() / ("verl_registry_hb_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const testing::TempDir tmp("registry_hb");
+  const std::filesystem::path dir = tmp.path();
   const std::string path = (dir / "state.db").string();
   NodeRegistry reg(path);
   const auto n = reg.register_node("node-0", "h", 1, two_cpus(), 1000);
@@ -143,7 +144,6 @@ TEST(NodeRegistry, HeartbeatsReachTheTableAtTheNextSweep) {
   EXPECT_TRUE(reg.has_node("node-0"));
   EXPECT_FALSE(reg.has_node("node-1"));
   EXPECT_EQ(reg.not_alive().size(), 1u);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

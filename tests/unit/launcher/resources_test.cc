@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::launcher {
 namespace {
@@ -15,16 +16,9 @@ namespace fs = std::filesystem;
 
 class FakeRoot : public ::testing::Test {
  protected:
-  FakeRoot() : root_(fs::temp_directory_path() / ("verl_res_" + std::to_string(::getpid()) + "_" +
-                                                 ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::create_directories(root_);
-  }
-  ~FakeRoot() override { fs::remove_all(root_); }
-  void write(const std::string& rel, const std::string& text) {
-    fs::create_directories((root_ / rel).parent_path());
-    std::ofstream(root_ / rel) << text;
-  }
-  fs::path root_;
+  void write(const std::string& rel, const std::string& text) { dir_.write(rel, text); }
+  testing::TempDir dir_{"res"};
+  const fs::path root_ = dir_.path();
 };
 
 TEST(Resources, MeminfoTotalInBytes) {

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/process.h"
 #include "launcher/backend.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::launcher {
 namespace {
@@ -121,8 +122,8 @@ TEST(SlurmBackend, QuotesValuesSoThatTheScriptParses) {
 }
 
 TEST(SlurmBackend, AnOverriddenTemplateWithAnUnknownNameFailsNamingFileAndLine) {
-  const fs::path dir = fs::temp_directory_path() / ("verl_sbatch_tmpl_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testing::TempDir tmp("sbatch_tmpl");
+  const fs::path dir = tmp.path();
   std::ofstream(dir / "sbatch.sh") << "#!/bin/bash\n#SBATCH --nodes={{nodes}}\n#SBATCH --qos={{qos}}\n";
   ::setenv("VERLCTL_TEMPLATE_DIR", dir.c_str(), 1);
   auto b = make_slurm_backend(spec({}), kDir, kExe);
@@ -135,7 +136,6 @@ TEST(SlurmBackend, AnOverriddenTemplateWithAnUnknownNameFailsNamingFileAndLine) 
         << e.what();
   }
   ::unsetenv("VERLCTL_TEMPLATE_DIR");
-  fs::remove_all(dir);
 }
 
 TEST(SlurmBackend, WithoutASubmittedJobThereIsNoAllocation) {

@@ -15,6 +15,7 @@
 #include "common/strings.h"
 #include "common/template.h"
 #include "launcher/cluster_state.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::launcher {
 namespace {
@@ -58,8 +59,8 @@ TEST(SshPrograms, TicksFunctionReadsWhatProcessStartTicksReads) {
   EXPECT_EQ(shell_ticks(v.pid), std::to_string(*process_start_ticks(v.pid)));
   EXPECT_EQ(shell_ticks(::getpid()), std::to_string(*process_start_ticks(::getpid())));
   // A command name with ") " and spaces in it: both parse after the last ") ".
-  const fs::path dir = fs::temp_directory_path() / ("verl_ticks_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testing::TempDir tmp("ticks");
+  const fs::path dir = tmp.path();
   const fs::path odd = dir / "a) R 1 (b";
   fs::create_symlink("/bin/sleep", odd);
   {
@@ -72,7 +73,6 @@ TEST(SshPrograms, TicksFunctionReadsWhatProcessStartTicksReads) {
     EXPECT_FALSE(process_start_ticks(w.pid));
     EXPECT_EQ(shell_ticks(w.pid), "");
   }
-  fs::remove_all(dir);
   EXPECT_EQ(shell_ticks(999999999), "");
 }
 

@@ -8,18 +8,12 @@
 #include "probes/gpu_probe.h"
 #include "probes/harness.h"
 #include "probes/probes.h"
+#include "tests/testing/fake_gpus.h"
 
 namespace verl::probes {
 namespace {
 
-class FakeGpus : public GpuSource {
- public:
-  explicit FakeGpus(GpuInfo info) : info_(std::move(info)) {}
-  GpuInfo query() const override { return info_; }
-
- private:
-  GpuInfo info_;
-};
+using testing::FakeGpus;
 
 Context no_gpu_context(const FakeGpus* gpus) {
   Context ctx;
@@ -29,11 +23,7 @@ Context no_gpu_context(const FakeGpus* gpus) {
   return ctx;
 }
 
-GpuInfo none() {
-  GpuInfo i;
-  i.why_none = "libnvidia-ml.so.1: not found";
-  return i;
-}
+GpuInfo none() { return testing::no_gpu(); }
 
 TEST(GpuBench, BandwidthAndRateArithmetic) {
   EXPECT_DOUBLE_EQ(copy_gbps(1'000'000'000, 1000.0), 1.0);  // 1e9 bytes in 1 s

@@ -13,24 +13,15 @@
 #include "probes/gpu_probe.h"
 #include "probes/harness.h"
 #include "probes/probes.h"
+#include "tests/testing/fake_gpus.h"
+#include "tests/testing/temp_dir.h"
 
 namespace verl::probes {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/verl-probes-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 double statvfs_gib(const std::string& path, bool free) {
   struct statvfs st {};
@@ -46,22 +37,22 @@ Context spec_with(const Json& probes) {
 }
 
 TEST(ShmProbe, MeasuresTheSizeOfTheDirectorysFilesystem) {
-  TempDir dir;
+  TempDir dir{"probes"};
   Context ctx = spec_with({{"min_shm_gib", 0.001}});
-  ctx.shm_path = dir.path();
+  ctx.shm_path = dir.str();
   const auto rows = run_probes({shm_probe()}, ctx);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].metric, "size");
   EXPECT_EQ(rows[0].unit, "GiB");
   ASSERT_TRUE(rows[0].value);
-  EXPECT_NEAR(*rows[0].value, statvfs_gib(dir.path(), false), 0.01);
+  EXPECT_NEAR(*rows[0].value, statvfs_gib(dir.str(), false), 0.01);
   EXPECT_EQ(rows[0].status, Status::kPass);
 }
 
 TEST(ShmProbe, FailsUnderAnImpossibleThreshold) {
-  TempDir dir;
+  TempDir dir{"probes"};
   Context ctx = spec_with({{"min_shm_gib", 1e9}});
-  ctx.shm_path = dir.path();
+  ctx.shm_path = dir.str();
   const auto rows = run_probes({shm_probe()}, ctx);
   EXPECT_EQ(rows[0].status, Status::kFail);
   EXPECT_EQ(exit_code(rows), ExitCode::kCheckFailed);
@@ -76,25 +67,25 @@ TEST(ShmProbe, AMissingDirectoryFails) {
 }
 
 TEST(DiskProbe, MeasuresFreeSpaceAtTheNearestExistingParent) {
-  TempDir dir;
+  TempDir dir{"probes"};
   Context ctx = spec_with({{"min_free_disk_gib", 0.0}});
-  ctx.checkpoint_dir = dir.path() + "/ckpt/project/exp";  // not made yet: the first save makes it
+  ctx.checkpoint_dir = dir.str() + "/ckpt/project/exp";  // not made yet: the first save makes it
   const auto rows = run_probes({disk_probe()}, ctx);
   ASSERT_EQ(rows.size(), 1u);
   ASSERT_TRUE(rows[0].value);
-  EXPECT_NEAR(*rows[0].value, statvfs_gib(dir.path(), true), 0.5);  // other writers may move it a little
-  EXPECT_EQ(rows[0].detail.rfind(dir.path() + " (nearest existing parent of " + ctx.checkpoint_dir + ")", 0), 0u)
+  EXPECT_NEAR(*rows[0].value, statvfs_gib(dir.str(), true), 0.5);  // other writers may move it a little
+  EXPECT_EQ(rows[0].detail.rfind(dir.str() + " (nearest existing parent of " + ctx.checkpoint_dir + ")", 0), 0u)
       << rows[0].detail;
   EXPECT_EQ(rows[0].status, Status::kPass);
 }
 
 TEST(DiskProbe, FailsWhenFreeSpaceIsUnderTheThreshold) {
-  TempDir dir;
+  TempDir dir{"probes"};
   Context ctx = spec_with({{"min_free_disk_gib", 1e9}});
-  ctx.checkpoint_dir = dir.path();
+  ctx.checkpoint_dir = dir.str();
   const auto rows = run_probes({disk_probe()}, ctx);
   EXPECT_EQ(rows[0].status, Status::kFail);
-  EXPECT_EQ(rows[0].detail, dir.path());
+  EXPECT_EQ(rows[0].detail, dir.str());
 }
 
 TEST(FsSpace, ARelativePathIsMeasuredFromTheWorkingDirectory) {
@@ -103,9 +94,9 @@ TEST(FsSpace, ARelativePathIsMeasuredFromTheWorkingDirectory) {
 }
 
 TEST(VersionsProbe, NamesTheBuildAndSkipsTheDriverWithoutOne) {
-  TempDir sys;
+  TempDir sys{"probes"};
   Context ctx = spec_with(Json::object());
-  ctx.sysfs_root = sys.path();
+  ctx.sysfs_root = sys.str();
   auto rows = run_probes({versions_probe()}, ctx);
   ASSERT_EQ(rows.size(), 5u);
   EXPECT_EQ(rows[0].metric, "verlctl");
@@ -113,8 +104,8 @@ TEST(VersionsProbe, NamesTheBuildAndSkipsTheDriverWithoutOne) {
   EXPECT_EQ(rows[4].metric, "driver");
   EXPECT_EQ(rows[4].status, Status::kSkipped);
 
-  fs::create_directories(sys.path() + "/module/nvidia");
-  std::ofstream(sys.path() + "/module/nvidia/version") << "570.86.15\n";
+  fs::create_directories(sys.str() + "/module/nvidia");
+  std::ofstream(sys.str() + "/module/nvidia/version") << "570.86.15\n";
   rows = run_probes({versions_probe()}, ctx);
   EXPECT_EQ(rows[4].status, Status::kPass);
   EXPECT_EQ(rows[4].detail, "NVIDIA 570.86.15");
@@ -143,20 +134,8 @@ TEST(IbRate, ParsesTheLeadingNumber) {
   EXPECT_FALSE(parse_ib_rate_gbps("unknown"));
 }
 
-class FakeGpus : public GpuSource {
- public:
-  explicit FakeGpus(GpuInfo info) : info_(std::move(info)) {}
-  GpuInfo query() const override { return info_; }
-
- private:
-  GpuInfo info_;
-};
-
-GpuInfo no_gpu() {
-  GpuInfo i;
-  i.why_none = "libnvidia-ml.so.1: not found";
-  return i;
-}
+using testing::FakeGpus;
+using testing::no_gpu;
 
 TEST(GpuProbe, SkippedWithoutADeviceWhenTheSpecGivesNone) {
   const FakeGpus none(no_gpu());

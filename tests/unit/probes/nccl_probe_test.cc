@@ -14,6 +14,7 @@
 #include "probes/net.h"
 #include "probes/nccl_probe.h"
 #include "probes/probes.h"
+#include "tests/testing/fake_gpus.h"
 
 namespace verl::probes {
 namespace {
@@ -226,13 +227,9 @@ TEST(NcclRendezvous, AnotherRankTimesOutWhenRankZeroNeverListens) {
   }
 }
 
-class NoGpus : public GpuSource {
+class NoGpus : public testing::FakeGpus {
  public:
-  GpuInfo query() const override {
-    GpuInfo i;
-    i.why_none = "libnvidia-ml.so.1: not found";
-    return i;
-  }
+  NoGpus() : FakeGpus(testing::no_gpu()) {}
 };
 
 TEST(NcclProbes, SkippedWithoutADeviceOrAJob) {
