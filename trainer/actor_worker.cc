@@ -66,13 +66,9 @@ SequenceLayout ActorWorker::layout() const {
 
 ResponseLogProbs ActorWorker::compute_log_prob(const RolloutBatch& batch, bool with_entropy) {
   const auto& r = config_.rollout;
-  ForwardPlan plan;
-  plan.micro_batch = r.log_prob_micro_batch_size_per_gpu;
-  if (r.log_prob_use_dynamic_bsz) {
-    plan.max_token_len = r.log_prob_max_token_len_per_gpu;
-    plan.budget_key = "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu";
-  }
-  plan.layout = layout();
+  const ForwardPlan plan =
+      forward_plan(r.log_prob_micro_batch_size_per_gpu, r.log_prob_use_dynamic_bsz, r.log_prob_max_token_len_per_gpu,
+                   "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu", layout());
   ComputeScope scope(*engine_);
   return compute_log_probs(module_, batch, plan, temperature(), with_entropy);
 }

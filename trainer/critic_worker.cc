@@ -42,12 +42,9 @@ torch::Tensor CriticWorker::compute_values(const RolloutBatch& batch) {
                          {"position_ids", batch.position_ids.to(device_)}};
   // verl's compute_values: critic.forward_micro_batch_size_per_gpu rows (here the rollout's
   // log-prob micro-batch) or, with use_dynamic_bsz, critic.forward_max_token_len_per_gpu tokens.
-  ForwardPlan plan;
-  plan.micro_batch = config_.rollout.log_prob_micro_batch_size_per_gpu;
-  if (config_.critic.use_dynamic_bsz) {
-    plan.max_token_len = config_.critic.forward_max_token_len_per_gpu;
-    plan.budget_key = "critic.forward_max_token_len_per_gpu";
-  }
+  const ForwardPlan plan = forward_plan(config_.rollout.log_prob_micro_batch_size_per_gpu, config_.critic.use_dynamic_bsz,
+                                       config_.critic.forward_max_token_len_per_gpu,
+                                       "critic.forward_max_token_len_per_gpu", layout());
   const auto parts = plan_micro_batches(plan, batch.attention_mask);
   std::vector<torch::Tensor> values;
   for (const auto& part : parts) {

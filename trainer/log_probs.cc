@@ -76,6 +76,18 @@ torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t c
                         [](const torch::Tensor& x, int64_t, int64_t) { return algos::entropy_from_logits(x); });
 }
 
+ForwardPlan forward_plan(int64_t micro_batch, bool dynamic, int64_t max_token_len, const std::string& budget_key,
+                         SequenceLayout layout) {
+  ForwardPlan plan;
+  plan.micro_batch = micro_batch;
+  if (dynamic) {
+    plan.max_token_len = max_token_len;
+    plan.budget_key = budget_key;
+  }
+  plan.layout = layout;
+  return plan;
+}
+
 ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, int64_t micro_batch,
                                    double temperature, bool with_entropy, int64_t chunk_tokens) {
   ForwardPlan plan;

@@ -48,6 +48,11 @@ struct ForwardPlan {
   SequenceLayout layout = SequenceLayout::kPadded;
 };
 
+// The plan a config section's keys ask for: micro_batch rows, or with use_dynamic_bsz a budget
+// of max_token_len real tokens (budget_key: the key it came from).
+ForwardPlan forward_plan(int64_t micro_batch, bool dynamic, int64_t max_token_len, const std::string& budget_key,
+                         SequenceLayout layout);
+
 // The rows of each micro-batch of `plan` over a batch with this attention_mask [B, T]:
 // consecutive runs of micro_batch rows, or rearrange_micro_batches over the rows' real token
 // counts (at least min_micro_batches of them). Throws verl::Error naming plan.budget_key when

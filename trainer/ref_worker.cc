@@ -6,15 +6,10 @@ namespace verl::trainer {
 
 ForwardPlan reference_log_prob_plan(const JobConfig& config) {
   const auto& ref = config.ref;
-  ForwardPlan plan;
-  plan.micro_batch = ref.log_prob_micro_batch_size_per_gpu;
-  if (ref.log_prob_use_dynamic_bsz) {
-    plan.max_token_len = ref.log_prob_max_token_len_per_gpu;
-    plan.budget_key = "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu";
-  }
   // The reference is the actor's model: actor_rollout_ref.model decides its forward, as in verl.
-  plan.layout = config.model.use_remove_padding ? SequenceLayout::kRemovePadding : SequenceLayout::kPadded;
-  return plan;
+  return forward_plan(ref.log_prob_micro_batch_size_per_gpu, ref.log_prob_use_dynamic_bsz,
+                      ref.log_prob_max_token_len_per_gpu, "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+                      config.model.use_remove_padding ? SequenceLayout::kRemovePadding : SequenceLayout::kPadded);
 }
 
 RefWorker::RefWorker(const JobConfig& config, const CausalLm& policy, const torch::Device& device,
