@@ -164,10 +164,12 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
       [&](const MicroBatch& mb) {
         const auto& d = mb.data;
         const auto& mask = d.at("response_mask");
-        auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width,
+        // The LM head a chunk of positions at a time, forward and backward: no [B, R, V] logits.
+        const bool with_entropy = ac.entropy_coeff != 0.0 || ac.calculate_entropy;
+        auto hidden = response_hidden(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width,
                                       seq_layout);
-        if (temp != 1.0) logits = logits / temp;
-        auto log_prob = log_probs_from_logits(logits, d.at("responses"));
+        auto head = head_log_probs(module_, hidden, d.at("responses"), temp, with_entropy);
+        const auto& log_prob = head.log_probs;
         auto params = loss_params;
         if (global) {
           params.global.dp_size = strategy_.dp_size();
@@ -190,11 +192,11 @@ MetricMap ActorWorker::update_policy(const RolloutBatch& batch, const PolicyUpda
         // actor.calculate_entropy asks (the step's actor/entropy comes from the old log-prob pass).
         torch::Tensor entropy;
         if (ac.entropy_coeff != 0.0) {
-          entropy = agg(entropy_from_logits_chunked(logits));
+          entropy = agg(head.entropy);
           loss = loss - ac.entropy_coeff * entropy;
         } else if (ac.calculate_entropy) {
           torch::NoGradGuard no_grad;
-          entropy = agg(entropy_from_logits_chunked(logits.detach()));
+          entropy = agg(head.entropy.detach());
         }
         // In global mode a micro-batch's loss is its share of the mini-batch's (summed, not
         // averaged, by the accumulation); its metric is scaled back to the mini-batch's figure.

@@ -95,12 +95,111 @@ ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, i
   return compute_log_probs(model, batch, plan, temperature, with_entropy, chunk_tokens);
 }
 
+namespace {
+
+// One chunk of positions: the LM head, / temperature, log-softmax at the labels, and the entropy.
+std::pair<torch::Tensor, torch::Tensor> head_chunk(CausalLm& model, const torch::Tensor& hidden,
+                                                   const torch::Tensor& labels, double temperature, bool with_entropy) {
+  auto logits = model->logits(hidden);
+  if (temperature != 1.0 && temperature > 0.0) logits = logits / temperature;
+  auto lp = logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1);
+  return {lp, with_entropy ? algos::entropy_from_logits(logits) : torch::Tensor()};
+}
+
+// head_log_probs' autograd node: inputs hidden [N, H] and the LM head's weight (the one
+// model->logits uses, so that its gradient reaches it); outputs log-probs and entropies [N].
+struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
+                                                const torch::Tensor& weight, const torch::Tensor& labels,
+                                                CausalLm* model, double temperature, bool with_entropy,
+                                                int64_t chunk) {
+    ctx->save_for_backward({hidden, labels});
+    ctx->saved_data["model"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(model));
+    ctx->saved_data["weight"] = weight;
+    ctx->saved_data["temperature"] = temperature;
+    ctx->saved_data["with_entropy"] = with_entropy;
+    ctx->saved_data["chunk"] = chunk;
+    ctx->set_materialize_grads(false);  // an output outside the loss comes back undefined
+    const int64_t n = hidden.size(0);
+    std::vector<torch::Tensor> lps, ents;
+    for (int64_t s = 0; s < n; s += chunk) {
+      const int64_t k = std::min(chunk, n - s);
+      auto [lp, ent] = head_chunk(*model, hidden.narrow(0, s, k), labels.narrow(0, s, k), temperature, with_entropy);
+      lps.push_back(lp);
+      if (with_entropy) ents.push_back(ent);
+    }
+    auto lp = n > 0 ? torch::cat(lps, 0) : torch::zeros({0}, hidden.options().dtype(torch::kFloat32));
+    auto ent = with_entropy && n > 0 ? torch::cat(ents, 0) : torch::zeros_like(lp);
+    return {lp, ent};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& hidden = saved[0];
+    const torch::Tensor& labels = saved[1];
+    auto* model = reinterpret_cast<CausalLm*>(static_cast<intptr_t>(ctx->saved_data["model"].toInt()));
+    const torch::Tensor weight = ctx->saved_data["weight"].toTensor();
+    const double temperature = ctx->saved_data["temperature"].toDouble();
+    const int64_t chunk = ctx->saved_data["chunk"].toInt();
+    const torch::Tensor& g_lp = grad_out[0];
+    const torch::Tensor& g_ent = grad_out[1];
+    const bool entropy = ctx->saved_data["with_entropy"].toBool() && g_ent.defined();
+    const bool want_h = ctx->needs_input_grad(0), want_w = ctx->needs_input_grad(1) && weight.requires_grad();
+    torch::Tensor gh = want_h ? torch::zeros_like(hidden) : torch::Tensor();
+    torch::Tensor gw;
+    if (!g_lp.defined() && !entropy) return {gh, gw, {}, {}, {}, {}, {}};
+    const int64_t n = hidden.size(0);
+    for (int64_t s = 0; s < n; s += chunk) {
+      const int64_t k = std::min(chunk, n - s);
+      torch::AutoGradMode grad_mode(true);
+      auto hc = hidden.narrow(0, s, k).detach().requires_grad_(want_h);
+      auto [lp, ent] = head_chunk(*model, hc, labels.narrow(0, s, k), temperature, entropy);
+      std::vector<torch::Tensor> outs, grads;
+      if (g_lp.defined()) {
+        outs.push_back(lp);
+        grads.push_back(g_lp.narrow(0, s, k));
+      }
+      if (entropy) {
+        outs.push_back(ent);
+        grads.push_back(g_ent.narrow(0, s, k));
+      }
+      std::vector<torch::Tensor> inputs;
+      if (want_h) inputs.push_back(hc);
+      if (want_w) inputs.push_back(weight);
+      if (inputs.empty()) break;
+      const auto g = torch::autograd::grad(outs, inputs, grads, /*retain_graph=*/false, /*create_graph=*/false,
+                                           /*allow_unused=*/true);
+      size_t i = 0;
+      if (want_h) {
+        if (g[i].defined()) gh.narrow(0, s, k).copy_(g[i]);
+        ++i;
+      }
+      if (want_w && g[i].defined()) gw = gw.defined() ? gw.add_(g[i]) : g[i];
+    }
+    return {gh, gw, {}, {}, {}, {}, {}};
+  }
+};
+
+}  // namespace
+
+ResponseLogProbs head_log_probs(CausalLm& model, const torch::Tensor& hidden, const torch::Tensor& labels,
+                                double temperature, bool with_entropy, int64_t chunk_tokens) {
+  const int64_t b = hidden.size(0), r = hidden.size(1);
+  auto out = ChunkedHead::apply(hidden.reshape({b * r, hidden.size(-1)}), model->output_embedding(),
+                                labels.reshape({b * r}), &model, temperature, with_entropy,
+                                std::max<int64_t>(1, chunk_tokens));
+  ResponseLogProbs res;
+  res.log_probs = out[0].reshape({b, r});
+  if (with_entropy) res.entropy = out[1].reshape({b, r});
+  return res;
+}
+
 ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, const ForwardPlan& plan,
                                    double temperature, bool with_entropy, int64_t chunk_tokens) {
   torch::NoGradGuard no_grad;
   EvalScope eval(*model);
   const int64_t b = batch.batch_size(), r = batch.response_width();
-  const bool scale = temperature != 1.0 && temperature > 0.0;
   const int64_t chunk = std::max<int64_t>(1, chunk_tokens);
   const auto parts = plan_micro_batches(plan, batch.attention_mask);
   const auto device = batch.input_ids.device();
@@ -115,10 +214,9 @@ ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, c
     // [chunk, V] logits at a time: the full [n, R, V] never exists.
     for (int64_t s = 0; s < n * r; s += chunk) {
       const int64_t k = std::min(chunk, n * r - s);
-      auto logits = model->logits(flat.narrow(0, s, k));
-      if (scale) logits = logits / temperature;
-      lps.push_back(logits.log_softmax(-1).gather(-1, labels.narrow(0, s, k).unsqueeze(-1)).squeeze(-1));
-      if (with_entropy) ents.push_back(algos::entropy_from_logits(logits));
+      auto [lp, ent] = head_chunk(model, flat.narrow(0, s, k), labels.narrow(0, s, k), temperature, with_entropy);
+      lps.push_back(lp);
+      if (with_entropy) ents.push_back(ent);
     }
   }
   // Rows were computed in the micro-batches' order; put them back in the batch's.

@@ -5,9 +5,9 @@
 // Memory: with a real vocabulary (V = 151,936) a [B, R, V] float tensor is gigabytes, so the
 // no-grad path (compute_log_probs) never builds one: the LM head, the log-softmax and the
 // entropy run over chunks of at most chunk_tokens response positions, keeping [chunk, V] alive
-// at a time; and the LM head never runs on prompt positions. The training
-// path (with a graph) projects the micro-batch at once, because autograd keeps every chunk's
-// log-softmax for the backward pass anyway.
+// at a time; and the LM head never runs on prompt positions. The training path (with a graph,
+// head_log_probs) does the same and recomputes each chunk in the backward pass, as activation
+// checkpointing does, so that autograd keeps the hidden states and not [B, R, V] logits.
 // Determinism: the log-softmax of a row does not depend on the chunk it is computed in, so the
 // chunk size never changes a result on the CPU.
 //
@@ -85,6 +85,16 @@ ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, i
 ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, const ForwardPlan& plan,
                                    double temperature, bool with_entropy = false,
                                    int64_t chunk_tokens = kDefaultLogProbChunkTokens);
+
+// Log-probs of labels [B, R] (and entropies when with_entropy) under softmax(LM head(hidden) /
+// temperature), hidden [B, R, H] from response_hidden, with a graph to hidden and the LM head's
+// weight: the same values and gradients as response_logits + log_probs_from_logits +
+// entropy_from_logits (up to summation order), without [B, R, V] ever existing: forward and
+// backward run the head over chunk_tokens positions at a time, the backward recomputing them.
+// An entropy left out of the loss costs no backward work. Not for a tensor-parallel model.
+ResponseLogProbs head_log_probs(CausalLm& model, const torch::Tensor& hidden, const torch::Tensor& labels,
+                                double temperature, bool with_entropy,
+                                int64_t chunk_tokens = kDefaultLogProbChunkTokens);
 
 // Restores a module's train/eval flag when a scope ends.
 class EvalScope {
