@@ -1,5 +1,7 @@
 #include "trainer/metrics.h"
 
+#include <exception>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -112,11 +114,28 @@ void MetricsRecorder::record(int64_t step, const MetricMap& metrics) {
   if (options_.console) log::Info() << progress_line(step, metrics, per_step);
 }
 
+namespace {
+thread_local std::string failed_phase;
+constexpr size_t kTimingPrefix = sizeof("timing_s/") - 1;
+}  // namespace
+
 ScopedTimer::ScopedTimer(MetricMap& metrics, std::string name)
     : metrics_(metrics), key_("timing_s/" + std::move(name)),
-      start_(std::chrono::steady_clock::now()) {}
+      start_(std::chrono::steady_clock::now()), exceptions_(std::uncaught_exceptions()) {
+  failed_phase.clear();  // an earlier exception that was handled does not name this one
+}
 
-ScopedTimer::~ScopedTimer() { metrics_[key_] += elapsed(); }
+ScopedTimer::~ScopedTimer() {
+  metrics_[key_] += elapsed();
+  if (std::uncaught_exceptions() <= exceptions_) failed_phase.clear();  // ended well: nothing failed in it
+  else if (failed_phase.empty()) failed_phase = key_.substr(kTimingPrefix);
+}
+
+std::string take_failed_phase() {
+  std::string p;
+  p.swap(failed_phase);
+  return p;
+}
 
 double ScopedTimer::elapsed() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

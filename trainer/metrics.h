@@ -70,6 +70,9 @@ std::string format_metric_value(double value);
 
 // Adds the seconds between construction and destruction to metrics["timing_s/" + name]
 // (summed, so a phase timed in several pieces accumulates).
+// Also says which phase failed: an exception that leaves a timer marks it (the innermost one)
+// as this thread's failed phase, which take_failed_phase() reads, so that a step's error can
+// name the phase it happened in (out of memory in update_actor, not just "out of memory").
 class ScopedTimer {
  public:
   ScopedTimer(MetricMap& metrics, std::string name);
@@ -83,6 +86,11 @@ class ScopedTimer {
   MetricMap& metrics_;
   std::string key_;
   std::chrono::steady_clock::time_point start_;
+  int exceptions_ = 0;  // std::uncaught_exceptions() when it started
 };
+
+// The phase (a ScopedTimer's name: "gen", "update_actor") that the exception now propagating on
+// this thread left first; empty when none did. Reading it clears it.
+std::string take_failed_phase();
 
 }  // namespace verl::trainer

@@ -848,7 +848,67 @@ MetricMap PpoTrainer::train_step(int64_t step) {
 
 // ---------------------------------------------------------------- fit
 
+Error out_of_memory_error(const std::string& what, const std::string& phase, int64_t step, int rank,
+                          const std::string& device) {
+  static const std::map<std::string, std::string> hints = {
+      {"gen",
+       "the rollout's KV cache: lower actor_rollout_ref.rollout.gpu_memory_utilization, max_num_seqs or "
+       "data.max_response_length, and keep actor_rollout_ref.rollout.free_cache_engine=true (the training state "
+       "leaves the GPU while it generates)"},
+      {"old_log_prob",
+       "lower actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu (or log_prob_max_token_len_per_gpu with "
+       "log_prob_use_dynamic_bsz=true)"},
+      {"ref",
+       "lower actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu (or log_prob_max_token_len_per_gpu), or set "
+       "actor_rollout_ref.ref.fsdp_config.param_offload=true"},
+      {"values",
+       "lower actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu (the critic's forward micro-batch), or "
+       "critic.forward_max_token_len_per_gpu with critic.use_dynamic_bsz=true"},
+      {"update_critic",
+       "lower critic.ppo_micro_batch_size_per_gpu (or critic.ppo_max_token_len_per_gpu), set "
+       "critic.model.enable_gradient_checkpointing=true, or critic.model.fsdp_config.param_offload / "
+       "optimizer_offload=true"},
+      {"update_actor",
+       "lower actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (or ppo_max_token_len_per_gpu), set "
+       "actor_rollout_ref.model.enable_gradient_checkpointing=true, or actor_rollout_ref.actor.fsdp_config."
+       "param_offload / optimizer_offload=true"},
+  };
+  const auto h = hints.find(phase);
+  const std::string first_line = what.substr(0, what.find('\n'));
+  return Error{ExitCode::kFailure,
+               "rank " + std::to_string(rank) + ": out of memory on " + device +
+                   (phase.empty() ? std::string() : " in " + phase) + " at step " + std::to_string(step) + ": " +
+                   first_line,
+               h != hints.end() ? h->second
+                                : "`verlctl config lint` estimates the memory per GPU of this job; "
+                                  "fsdp_config.param_offload / optimizer_offload or more GPUs lower it"};
+}
+
+namespace {
+bool is_out_of_memory(const c10::Error& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr) return true;
+  const std::string w = e.what_without_backtrace();
+  return w.find("out of memory") != std::string::npos || w.find("can't allocate memory") != std::string::npos ||
+         w.find("not enough memory") != std::string::npos;
+}
+}  // namespace
+
 FitResult PpoTrainer::fit() {
+  try {
+    return run_fit();
+  } catch (const c10::Error& e) {
+    const std::string phase = take_failed_phase();
+    if (!is_out_of_memory(e)) throw;
+    // The device of the role that ran the phase.
+    torch::Device device = actor_device_;
+    if (phase == "gen") device = rollout_device_;
+    else if (phase == "values" || phase == "update_critic") device = critic_device_;
+    else if (phase == "ref") device = ref_device_;
+    throw out_of_memory_error(e.what_without_backtrace(), phase, global_step_ + 1, rank_, device.str());
+  }
+}
+
+FitResult PpoTrainer::run_fit() {
   FitResult out;
   const auto& t = config_.trainer;
   const int64_t total = total_steps();

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "common/error.h"
 #include "text/tokenizer.h"
 #include "trainer/core_algos.h"
 #include "trainer/rollout_correction.h"
@@ -63,6 +64,8 @@ class PpoTrainer {
   ~PpoTrainer();
 
   // SFT warm start (trainer.sft_warmup_steps, skipped when resuming), then the RL loop.
+  // Running out of memory is a verl::Error naming the rank, the device, the step's phase
+  // (gen, old_log_prob, ref, values, update_critic, update_actor, ...) and the keys that size it.
   FitResult fit();
   // The request's "sft": true: supervised steps only (sft_warmup_steps, or
   // total_training_steps when that is 0), validating every test_freq, saving the actor under
@@ -83,6 +86,7 @@ class PpoTrainer {
   struct StepBatch;
   MetricMap train_step(int64_t step);
   void generate_and_score(int64_t step, StepBatch& sb, MetricMap& m);
+  FitResult run_fit();
   // What one rank asks the rollout for: prompts and one seed per row.
   struct RolloutRequest {
     std::vector<std::vector<int64_t>> prompts;
@@ -149,5 +153,11 @@ class PpoTrainer {
 // The module's entry: reads the resolved config, sets up the rank, runs fit() or fit_sft().
 // Throws verl::Error on failure.
 void run_trainer(const nlohmann::json& config, bool sft_only);
+
+// The error for a step that ran out of memory (torch's message `what`) in `phase` (a step
+// timer's name; empty when outside one) on `device`: what ran out, where, and which keys to
+// lower for that phase.
+Error out_of_memory_error(const std::string& what, const std::string& phase, int64_t step, int rank,
+                          const std::string& device);
 
 }  // namespace verl::trainer

@@ -128,5 +128,29 @@ TEST(Metrics, UnwritablePathIsAnErrorNamingIt) {
   }
 }
 
+// A step's error names its phase: the innermost timer an exception left; a failure handled
+// inside a phase that then ends well names nothing.
+TEST(ScopedTimer, AnExceptionNamesTheInnermostPhaseItLeft) {
+  MetricMap m;
+  try {
+    ScopedTimer outer(m, "update_actor");
+    ScopedTimer inner(m, "inner");
+    throw std::runtime_error("boom");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(take_failed_phase(), "inner");
+  EXPECT_EQ(take_failed_phase(), "");
+  EXPECT_EQ(m.count("timing_s/inner"), 1u);  // still timed
+  {
+    ScopedTimer gen(m, "gen");
+    try {
+      ScopedTimer reward(m, "reward");
+      throw std::runtime_error("handled");
+    } catch (const std::runtime_error&) {
+    }
+  }
+  EXPECT_EQ(take_failed_phase(), "");
+}
+
 }  // namespace
 }  // namespace verl::trainer

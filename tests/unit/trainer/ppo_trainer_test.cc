@@ -179,5 +179,26 @@ TEST(PpoTrainer, GrpoLearns) {
   EXPECT_GT(end, start + 0.08);
 }
 
+// Out of memory names the rank, the device, the phase and the step, keeps torch's first line,
+// and points at the keys that size that phase.
+TEST(PpoTrainer, OutOfMemoryNamesThePhaseAndItsKeys) {
+  const auto e = out_of_memory_error("CUDA out of memory. Tried to allocate 2.00 GiB.\nstack trace", "update_actor", 7, 3,
+                                     "cuda:1");
+  const std::string what = e.what();
+  EXPECT_NE(what.find("rank 3: out of memory on cuda:1 in update_actor at step 7: CUDA out of memory. Tried to "
+                      "allocate 2.00 GiB."),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(what.find("stack trace"), std::string::npos);
+  EXPECT_NE(e.hint().find("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"), std::string::npos);
+  EXPECT_NE(e.hint().find("enable_gradient_checkpointing"), std::string::npos);
+  EXPECT_NE(out_of_memory_error("x", "gen", 1, 0, "cuda:0").hint().find("gpu_memory_utilization"), std::string::npos);
+  EXPECT_NE(out_of_memory_error("x", "update_critic", 1, 0, "cuda:0").hint().find("critic.ppo_micro_batch_size_per_gpu"),
+            std::string::npos);
+  const auto outside = out_of_memory_error("x", "", 1, 0, "cuda:0");
+  EXPECT_EQ(std::string(outside.what()).find(" in "), std::string::npos);
+  EXPECT_NE(outside.hint().find("config lint"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace verl::trainer
