@@ -341,7 +341,7 @@ void register_smoke(CLI::App& app, Context& ctx) {
           throw CheckFailed{job_id + " still " + state + " after " + format_seconds(a->timeout_s, 3) + " (--timeout)"};
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
       }
-      rows = client->get("/api/jobs/" + job_id + "/metrics").value("rows", Json::array());
+      rows = get_metric_rows(*client, job_id);
       for (const auto& r : rows)
         if (r.contains(metric_names::kValScore) && r[metric_names::kValScore].is_number())
           val.push_back({{"step", r["step"]}, {"score", r[metric_names::kValScore]}});

@@ -199,7 +199,7 @@ void register_submit(CLI::App& app, Context& ctx) {
     Json rows = Json::array();
     if (summary.kind == launcher::JobKind::kTrain) {
       try {
-        rows = client->get("/api/jobs/" + id + "/metrics").value("rows", Json::array());
+        rows = get_metric_rows(*client, id);
       } catch (const Error& e) {
         *ctx.err << "(the job's metrics could not be read: " << e.what() << ")\n";
       }

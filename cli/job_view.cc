@@ -73,6 +73,11 @@ std::vector<launcher::wire::JobSummary> list_jobs(launcher::HeadClient& client) 
                                                                body.is_object() ? body.value("jobs", Json::array()) : body);
 }
 
+Json get_metric_rows(launcher::HeadClient& client, const std::string& id) {
+  const std::string path = "/api/jobs/" + id + "/metrics";
+  return read_answer<launcher::wire::Metrics>(client, path, client.get(path)).rows;
+}
+
 std::string format_failure(const launcher::wire::Job& job) {
   if (!job.failure.is_object()) return {};
   const Json& f = job.failure;

@@ -26,6 +26,8 @@ std::string sparkline(const nlohmann::ordered_json& values);
 launcher::wire::Job get_job(launcher::HeadClient& client, const std::string& id);
 // GET /api/jobs: every job's summary, newest first (errors as get_job's).
 std::vector<launcher::wire::JobSummary> list_jobs(launcher::HeadClient& client);
+// GET /api/jobs/<id>/metrics: the job's metric rows (rank 0's), each an object (errors as get_job's).
+nlohmann::ordered_json get_metric_rows(launcher::HeadClient& client, const std::string& id);
 // The failure of a job as lines: reason, then its last log lines indented.
 std::string format_failure(const launcher::wire::Job& job);
 // The job in a few lines (status JOB).
