@@ -62,8 +62,8 @@ class Child {
   // SIGTERM to the group, then SIGKILL after grace (stop_escalating, waiting for the SIGKILL's
   // end as long as it takes); returns how it ended.
   Result stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
-  // Sends sig to the child's process group (SIGTERM now, SIGKILL later: a stop that does not
-  // block). Nothing once it has been reaped.
+  // Sends sig to the child's process group: a stop that does not block sends EscalatingStop's
+  // steps with it (the agent's tasks). Nothing once it has been reaped.
   void signal(int sig);
   // Gives the child up: it runs on (a daemon), is neither stopped nor reaped by this Child, and
   // its pid is returned. Whoever signals it later must check it is still the same process.
