@@ -27,19 +27,19 @@ std::vector<std::string> spec_overrides_for_nodes(const Json& spec, int dashboar
   return out;
 }
 
-std::vector<probes::Row> probe_job_rows(const Json& job) {
-  const std::string job_id = job.value("id", std::string());
+std::vector<probes::Row> probe_job_rows(const launcher::wire::Job& job) {
+  const std::string& job_id = job.summary.id;
   std::vector<probes::Row> rows;
-  const Json results = job.value("results", Json::object());
-  for (const auto& p : job.value("placement", Json::array())) {
-    const std::string rank = std::to_string(p.value("rank", -1));
-    const std::string node = p.value("node", std::string("?"));
+  const Json results = job.results.value_or(Json::object());
+  for (const auto& p : job.placement) {
+    const std::string rank = std::to_string(p.rank);
+    const std::string& node = p.node;
     if (!results.contains(rank)) {
       probes::Row r;
       r.node = node;
       r.probe = "report";
       r.status = probes::Status::kFail;
-      r.detail = "no report from " + node + " (" + p.value("host", std::string("?")) + ", rank " + rank +
+      r.detail = "no report from " + node + " (" + p.host + ", rank " + rank +
                  "): 'verlctl logs " + job_id + " --rank " + rank + "' shows why";
       rows.push_back(r);
       continue;
@@ -75,7 +75,7 @@ std::vector<probes::Row> probe_job_rows(const Json& job) {
     r.node = "*";
     r.probe = "report";
     r.status = probes::Status::kFail;
-    r.detail = job_id + " " + job.value("state", std::string()) + " without placing a task: no alive node";
+    r.detail = job_id + " " + to_string(job.summary.state) + " without placing a task: no alive node";
     rows.push_back(r);
   }
   for (auto& r : probes::compare_versions(rows)) rows.push_back(std::move(r));
@@ -100,21 +100,21 @@ ClusterProbeReport run_cluster_probe(launcher::HeadClient& client, const std::st
 
   const Json submitted = client.post("/api/jobs", Json{{"kind", "probe"}, {"argv", argv}});
   ClusterProbeReport rep;
-  rep.job = submitted.value("id", std::string());
+  rep.job = launcher::wire::parse<launcher::wire::JobRef>(submitted).id;
   progress << "probe: " << rep.job << " runs the probes on every node (results kept at the head)\n";
   FollowOptions fo;
   fo.interrupted = interrupted;
   std::string last;
-  fo.on_job = [&](const Json& job) {
-    const std::string line = "probe: " + rep.job + " " + job.value("state", std::string()) + ", " +
-                             std::to_string(job.value("results", Json::object()).size()) + " of " +
-                             std::to_string(job.value("placement", Json::array()).size()) + " nodes reported";
+  fo.on_job = [&](const launcher::wire::Job& job) {
+    const std::string line = "probe: " + rep.job + " " + to_string(job.summary.state) + ", " +
+                             std::to_string(job.results ? job.results->size() : 0) + " of " +
+                             std::to_string(job.placement.size()) + " nodes reported";
     if (line != last) progress << line << "\n";
     last = line;
   };
   std::ostringstream logs;  // the nodes' stdout is the JSON that comes back as results
-  const Json job = follow_logs(client, rep.job, logs, fo);
-  rep.state = job.value("state", std::string());
+  const launcher::wire::Job job = follow_logs(client, rep.job, logs, fo);
+  rep.state = to_string(job.summary.state);
 
   rep.rows = probe_job_rows(job);
   return rep;

@@ -22,6 +22,7 @@
 
 #include "cli/app.h"
 #include "launcher/head_client.h"
+#include "launcher/wire.h"
 #include "probes/probe.h"
 
 namespace verl::cli {
@@ -39,7 +40,7 @@ std::vector<std::string> spec_overrides_for_nodes(const nlohmann::ordered_json& 
 
 // A probe job's rows (GET /api/jobs/<id>): each node's report with the node column set to the
 // node's name, a fail row for a node that sent none, then the cross-node version comparison.
-std::vector<probes::Row> probe_job_rows(const nlohmann::ordered_json& job);
+std::vector<probes::Row> probe_job_rows(const launcher::wire::Job& job);
 
 // Submits the probe job, waits for its end (progress on `progress`), merges the reports.
 // node_args are added to every node's `verlctl probe --local` (e.g. --tcp-mib 64, --only ...).

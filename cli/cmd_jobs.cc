@@ -18,14 +18,13 @@ void register_jobs(CLI::App& app, Context& ctx) {
   cmd->footer("Examples:\n  verlctl jobs\n  verlctl jobs --name dev -o json");
   cmd->callback([&ctx, a] {
     auto client = connect(find_head(*a));
-    const auto list = client->get("/api/jobs").value("jobs", nlohmann::ordered_json::array());
+    const auto list = list_jobs(*client);
     if (ctx.output == OutputFormat::kJson) {
       print_json(*ctx.out, {{"jobs", list}});
       return;
     }
     std::vector<std::vector<std::string>> rows;
-    for (const auto& entry : list) {
-      const auto j = launcher::wire::parse<launcher::wire::JobSummary>(entry);
+    for (const auto& j : list) {
       std::string submitted;
       {
         const std::time_t t = static_cast<std::time_t>(j.submitted_ms / 1000);

@@ -246,7 +246,8 @@ void register_smoke(CLI::App& app, Context& ctx) {
     bool started = false;
     std::unique_ptr<launcher::HeadClient> client;
     std::string job_id;
-    Json job, rows = Json::array(), val = Json::array();
+    launcher::wire::Job job;
+    Json rows = Json::array(), val = Json::array();
 
     smoke.check("up", false, [&] {
       launcher::UpOptions o;
@@ -327,8 +328,8 @@ void register_smoke(CLI::App& app, Context& ctx) {
       auto last_line = Clock::now() - std::chrono::seconds(10);
       for (;;) {
         throw_if_interrupted(stop);
-        job = client->get("/api/jobs/" + job_id);
-        const auto summary = launcher::wire::parse<launcher::wire::JobSummary>(job);
+        job = get_job(*client, job_id);
+        const launcher::wire::JobSummary& summary = job.summary;
         const std::string state = to_string(summary.state);
         if (Clock::now() - last_line >= std::chrono::seconds(5)) {
           err << "smoke: " << progress_line(job) << "\n";
@@ -340,7 +341,7 @@ void register_smoke(CLI::App& app, Context& ctx) {
           throw CheckFailed{job_id + " still " + state + " after " + format_seconds(a->timeout_s, 3) + " (--timeout)"};
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
       }
-      rows = client->get("/api/jobs/" + job_id + "/metrics").value("rows", Json::array());
+      rows = get_metric_rows(*client, job_id);
       for (const auto& r : rows)
         if (r.contains(metric_names::kValScore) && r[metric_names::kValScore].is_number())
           val.push_back({{"step", r["step"]}, {"score", r[metric_names::kValScore]}});
@@ -359,7 +360,7 @@ void register_smoke(CLI::App& app, Context& ctx) {
     });
 
     smoke.check("metrics complete", true, [&] {
-      const std::string why = missing_metrics(rows, job.value("total_steps", int64_t{0}));
+      const std::string why = missing_metrics(rows, job.summary.total_steps);
       if (!why.empty()) throw CheckFailed{why};
       return std::to_string(rows.size()) + " rows, each with the " + std::to_string(metric_names::ppo_step().size()) +
              " step metrics; " + std::to_string(val.size()) + " validations";

@@ -28,17 +28,16 @@ using Json = nlohmann::ordered_json;
 Json latest_probes(const HeadTarget& target) {
   auto client = connect(target);
   std::string latest;
-  for (const auto& entry : client->get("/api/jobs").value("jobs", Json::array())) {  // newest first
-    const auto j = launcher::wire::parse<launcher::wire::JobSummary>(entry);
+  for (const auto& j : list_jobs(*client)) {  // newest first
     if (j.kind == launcher::JobKind::kProbe && launcher::is_terminal(j.state)) {
       latest = j.id;
       break;
     }
   }
   if (latest.empty()) return nullptr;
-  const Json job = client->get("/api/jobs/" + latest);
-  Json out = {{"job", latest}, {"state", job.value("state", std::string())}};
-  if (job.contains("ended_ms")) out["ended_ms"] = job["ended_ms"];
+  const launcher::wire::Job job = get_job(*client, latest);
+  Json out = {{"job", latest}, {"state", to_string(job.summary.state)}};
+  if (job.summary.ended_ms) out["ended_ms"] = *job.summary.ended_ms;
   out["rows"] = probes::to_json(probe_job_rows(job))["rows"];
   return out;
 }
@@ -56,8 +55,8 @@ void register_status(CLI::App& app, Context& ctx) {
   cmd->callback([&ctx, name, job, target] {
     if (!job->empty()) {
       auto client = connect(find_head(*target));
-      const auto j = client->get("/api/jobs/" + *job);
-      if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, j);
+      const launcher::wire::Job j = get_job(*client, *job);
+      if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, j);  // the body, read and written by one definition (wire.h)
       else print_job(*ctx.out, j);
       return;
     }

@@ -33,14 +33,13 @@ void register_stop(CLI::App& app, Context& ctx) {
     // The head needs a heartbeat to order the stop and one to hear of the end; the grace on top.
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(a->grace_s * 1000)) +
                        std::chrono::seconds(60);
-    nlohmann::ordered_json job;
+    launcher::wire::Job job;
     for (;;) {
-      job = client->get("/api/jobs/" + a->job);
-      const auto state = launcher::wire::parse<launcher::wire::JobSummary>(job).state;
+      job = get_job(*client, a->job);
+      const auto state = job.summary.state;
       bool ranks_gone = true;
-      for (const auto& p : job.value("placement", nlohmann::ordered_json::array()))
-        if (launcher::from_string<launcher::TaskState>(p.value("state", std::string())) != launcher::TaskState::kExited)
-          ranks_gone = false;
+      for (const auto& p : job.placement)
+        if (p.state != launcher::TaskState::kExited) ranks_gone = false;
       if (launcher::is_terminal(state) && ranks_gone) break;
       if (std::chrono::steady_clock::now() >= until)
         throw Error(ExitCode::kTimedOut, a->job + " is still " + to_string(state) + ": its ranks did not report their end",
@@ -48,10 +47,10 @@ void register_stop(CLI::App& app, Context& ctx) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     if (ctx.output == OutputFormat::kJson) {
-      print_json(*ctx.out, {{"id", job.value("id", a->job)}, {"state", job.value("state", std::string())}});
+      print_json(*ctx.out, {{"id", job.summary.id}, {"state", to_string(job.summary.state)}});
       return;
     }
-    *ctx.out << job.value("id", a->job) << " " << job.value("state", std::string()) << "\n";
+    *ctx.out << job.summary.id << " " << to_string(job.summary.state) << "\n";
   });
 }
 

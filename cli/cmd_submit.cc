@@ -180,11 +180,11 @@ void register_submit(CLI::App& app, Context& ctx) {
     fo.interrupted = &launcher::install_stop_flag();
     // On a terminal one live status line at the bottom; in a pipe, one every 10 s at most.
     StatusLine status(*ctx.err, ::isatty(STDERR_FILENO) == 1, std::chrono::seconds(10));
-    fo.on_job = [&](const Json& job) { status.update(progress_line(job), StatusLine::Clock::now()); };
+    fo.on_job = [&](const launcher::wire::Job& job) { status.update(progress_line(job), StatusLine::Clock::now()); };
     fo.before_lines = [&] { status.clear(); };
     fo.after_lines = [&] { status.draw(); };
     std::ostringstream sink;  // -o json: the logs are not data then; the final job is
-    Json job;
+    launcher::wire::Job job;
     try {
       job = follow_logs(*client, id, ctx.output == OutputFormat::kJson ? static_cast<std::ostream&>(sink) : *ctx.out, fo);
     } catch (...) {
@@ -192,33 +192,32 @@ void register_submit(CLI::App& app, Context& ctx) {
       throw;
     }
     status.finish();
-    const auto summary = launcher::wire::parse<launcher::wire::JobSummary>(job);
+    const launcher::wire::JobSummary& summary = job.summary;
     const std::string state = to_string(summary.state);
     if (ctx.output == OutputFormat::kJson) print_json(*ctx.out, job);
-    const double took = job.contains("ended_ms") && job.contains("started_ms")
-                            ? (job["ended_ms"].get<int64_t>() - job["started_ms"].get<int64_t>()) / 1000.0
-                            : 0.0;
+    const double took = summary.ended_ms && summary.started_ms ? (*summary.ended_ms - *summary.started_ms) / 1000.0 : 0.0;
     Json rows = Json::array();
     if (summary.kind == launcher::JobKind::kTrain) {
       try {
-        rows = client->get("/api/jobs/" + id + "/metrics").value("rows", Json::array());
+        rows = get_metric_rows(*client, id);
       } catch (const Error& e) {
         *ctx.err << "(the job's metrics could not be read: " << e.what() << ")\n";
       }
     }
     // The state line without the running score (the batch score is named below, with val/score).
-    Json ended = job;
-    ended.erase("latest_metrics");
+    auto ended = job;
+    ended.latest_metrics = Json::object();
     *ctx.err << id << " " << state << (took > 0 ? " after " + format_duration(took) : std::string()) << ":"
              << progress_line(ended).substr(id.size() + 1 + state.size()) << "\n"
              << closing_summary(job, rows);
     if (summary.state == launcher::JobState::kSucceeded) return;
     // A failed job preflight: nothing ran; a path of the config is wrong on a node (exit 3).
-    if (summary.state == launcher::JobState::kFailed && job.contains("failure") && job["failure"].contains("preflight"))
+    const bool failure = job.failure.is_object();
+    if (summary.state == launcher::JobState::kFailed && failure && job.failure.contains("preflight"))
       throw Error(ExitCode::kInvalidConfig, id + " FAILED before it started: " + format_failure(job),
-                  job["failure"].value("hint", std::string("fix the path on that node, or submit --skip-job-preflight")));
+                  job.failure.value("hint", std::string("fix the path on that node, or submit --skip-job-preflight")));
     if (summary.state == launcher::JobState::kFailed) {
-      const int rank = job.contains("failure") ? job["failure"].value("rank", 0) : 0;
+      const int rank = failure ? job.failure.value("rank", 0) : 0;
       throw Error(ExitCode::kFailure, id + " FAILED: " + format_failure(job),
                   "'verlctl logs " + id + " --rank " + std::to_string(rank) + "' shows that rank's log; 'verlctl status " + id + "' the events");
     }

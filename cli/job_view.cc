@@ -43,9 +43,44 @@ std::string sparkline(const Json& values) {
   return out;
 }
 
-std::string format_failure(const Json& job) {
-  if (!job.contains("failure") || !job["failure"].is_object()) return {};
-  const Json& f = job["failure"];
+namespace {
+
+// A head's answer to GET path read into its message T; a body this verlctl cannot read is an
+// error naming the head and the request.
+template <typename T>
+T read_answer(launcher::HeadClient& client, const std::string& path, const Json& body) {
+  try {
+    return launcher::wire::parse<T>(body);
+  } catch (const launcher::wire::BadMessage& e) {
+    throw Error(ExitCode::kFailure,
+                "the head at " + client.address().str() + " answered GET " + path + " with a body this verlctl cannot read: " +
+                    e.what(),
+                "is the head another verlctl version? 'verlctl version' here and on the head's node");
+  }
+}
+
+}  // namespace
+
+launcher::wire::Job get_job(launcher::HeadClient& client, const std::string& id) {
+  const std::string path = "/api/jobs/" + id;
+  return read_answer<launcher::wire::Job>(client, path, client.get(path));
+}
+
+std::vector<launcher::wire::JobSummary> list_jobs(launcher::HeadClient& client) {
+  const std::string path = "/api/jobs";
+  const Json body = client.get(path);  // {jobs: [JobSummary]}
+  return read_answer<std::vector<launcher::wire::JobSummary>>(client, path,
+                                                               body.is_object() ? body.value("jobs", Json::array()) : body);
+}
+
+Json get_metric_rows(launcher::HeadClient& client, const std::string& id) {
+  const std::string path = "/api/jobs/" + id + "/metrics";
+  return read_answer<launcher::wire::Metrics>(client, path, client.get(path)).rows;
+}
+
+std::string format_failure(const launcher::wire::Job& job) {
+  if (!job.failure.is_object()) return {};
+  const Json& f = job.failure;
   std::string out = f.value("reason", std::string("failed")) + "\n";
   // A failed job preflight (launcher/job_controller.h): every check that failed on that node.
   for (const auto& c : f.value("preflight", Json::array()))
@@ -59,18 +94,19 @@ std::string format_failure(const Json& job) {
   return out;
 }
 
-std::string progress_line(const Json& job) {
-  std::string out = job.value("id", std::string("?")) + " " + job.value("state", std::string("?"));
-  const int64_t step = job.value("step", int64_t{0}), total = job.value("total_steps", int64_t{0});
-  if (step > 0 || total > 0) out += " step " + std::to_string(step) + (total > 0 ? "/" + std::to_string(total) : "");
-  const Json m = job.value("latest_metrics", Json::object());
+std::string progress_line(const launcher::wire::Job& job) {
+  const launcher::wire::JobSummary& s = job.summary;
+  std::string out = s.id + " " + to_string(s.state);
+  if (s.step > 0 || s.total_steps > 0)
+    out += " step " + std::to_string(s.step) + (s.total_steps > 0 ? "/" + std::to_string(s.total_steps) : "");
+  const Json& m = job.latest_metrics;
   if (m.contains(metric_names::kScore)) out += " score " + number(m[metric_names::kScore]);
-  if (job.contains("eta_s")) out += " ETA " + format_duration(job["eta_s"].get<double>());
-  if (job.contains("pending_reason")) out += " (" + job["pending_reason"].get<std::string>() + ")";
+  if (job.eta_s) out += " ETA " + format_duration(*job.eta_s);
+  if (job.pending_reason) out += " (" + *job.pending_reason + ")";
   return out;
 }
 
-std::string closing_summary(const Json& job, const Json& rows) {
+std::string closing_summary(const launcher::wire::Job& job, const Json& rows) {
   std::string out;
   // The first and last rows that have the metric: "0.285 (step 0) -> 0.789 (step 300)".
   auto trend = [&](const char* key, bool first_too) {
@@ -89,14 +125,12 @@ std::string closing_summary(const Json& job, const Json& rows) {
   if (!val.empty()) out += "  val/score:     " + val + "\n";
   if (!batch.empty()) out += "  last batch:    " + std::string(metric_names::kScore) + " " + batch + " (training rollouts)\n";
 
-  const Json placement = job.value("placement", Json::array());
-  if (placement.empty() || !placement[0].contains("dir")) return out;
-  const std::string dir = placement[0]["dir"].get<std::string>();
-  out += "  job directory: " + dir + " (on " + placement[0].value("host", std::string("?")) + ")\n" +
-         "  logs:          verlctl logs " + job.value("id", std::string()) + " (files in " + dir + "/logs)\n";
-  if (launcher::wire::parse<launcher::wire::JobSummary>(job).kind != launcher::JobKind::kTrain || !job.contains("config"))
-    return out;
-  const JobConfigView config(job.at("config"));
+  if (job.placement.empty() || !job.placement[0].dir) return out;
+  const std::string& dir = *job.placement[0].dir;
+  out += "  job directory: " + dir + " (on " + job.placement[0].host + ")\n" +
+         "  logs:          verlctl logs " + job.summary.id + " (files in " + dir + "/logs)\n";
+  if (job.summary.kind != launcher::JobKind::kTrain || !job.config.is_object()) return out;
+  const JobConfigView config(job.config);
   std::string ckpt = config.default_local_dir();
   if (ckpt.empty()) return out;
   if (ckpt[0] != '/') ckpt = dir + "/" + ckpt;
@@ -107,64 +141,61 @@ std::string closing_summary(const Json& job, const Json& rows) {
   return out;
 }
 
-void print_job(std::ostream& out, const Json& j) {
-  out << j.value("id", std::string("?")) << " (" << j.value("kind", std::string("?")) << "): "
-      << j.value("state", std::string("?"));
-  if (j.value("restarts", 0) > 0) out << ", restarted " << j.value("restarts", 0) << "x";
-  if (j.contains("pending_reason")) out << " (" << j["pending_reason"].get<std::string>() << ")";
+void print_job(std::ostream& out, const launcher::wire::Job& j) {
+  const launcher::wire::JobSummary& s = j.summary;
+  out << s.id << " (" << to_string(s.kind) << "): " << to_string(s.state);
+  if (s.restarts > 0) out << ", restarted " << s.restarts << "x";
+  if (j.pending_reason) out << " (" << *j.pending_reason << ")";
   out << "\n";
-  const int64_t step = j.value("step", int64_t{0}), total = j.value("total_steps", int64_t{0});
-  if (j.contains("command")) {
+  if (s.command) {
     // A command job (submit -- CMD) has no trainer steps: what each rank runs.
-    out << "  command:  " << j["command"].get<std::string>() << "\n";
+    out << "  command:  " << *s.command << "\n";
   } else {
-    out << "  step:     " << step;
-    if (total > 0) out << "/" << total << " (" << (100 * step / total) << "%)";
-    if (j.contains("eta_s")) out << ", ETA " << format_duration(j["eta_s"].get<double>());
+    out << "  step:     " << s.step;
+    if (s.total_steps > 0) out << "/" << s.total_steps << " (" << (100 * s.step / s.total_steps) << "%)";
+    if (j.eta_s) out << ", ETA " << format_duration(*j.eta_s);
     out << "\n";
   }
-  if (j.contains("started_ms")) {
-    const int64_t end = j.contains("ended_ms") ? j["ended_ms"].get<int64_t>() : 0;
-    out << "  started:  " << clock_time(j["started_ms"].get<int64_t>());
-    if (end) out << ", ended " << clock_time(end) << " (" << format_duration((end - j["started_ms"].get<int64_t>()) / 1000.0) << ")";
+  if (s.started_ms) {
+    const int64_t end = s.ended_ms.value_or(0);
+    out << "  started:  " << clock_time(*s.started_ms);
+    if (end) out << ", ended " << clock_time(end) << " (" << format_duration((end - *s.started_ms) / 1000.0) << ")";
     out << "\n";
   }
-  if (j.value("kind", std::string()) == "train" && j.contains("config")) {
+  if (s.kind == launcher::JobKind::kTrain && j.config.is_object()) {
     // Role placement (common/role_placement.h): which of each node's GPUs every role uses.
     try {
-      const RolePlacement roles = role_placement(j["config"], JobConfigView(j["config"]).n_gpus_per_node());
+      const RolePlacement roles = role_placement(j.config, JobConfigView(j.config).n_gpus_per_node());
       if (roles.named) out << "  roles:    " << roles.summary() << " (the job's GPUs on each node)\n";
     } catch (const Error&) {
       // a config the head accepted always parses; an older head's may not: no roles line
     }
   }
-  for (const auto& p : j.value("placement", Json::array())) {
-    out << "  rank " << p.value("rank", 0) << ":   " << p.value("node", std::string("?")) << " (" << p.value("host", std::string("?"))
-        << ", " << p.value("device", std::string("?")) << ") " << p.value("state", std::string("?"));
-    if (p.contains("dir")) out << ", " << p["dir"].get<std::string>();
+  for (const auto& p : j.placement) {
+    out << "  rank " << p.rank << ":   " << p.node << " (" << p.host << ", " << p.device << ") " << to_string(p.state);
+    if (p.dir) out << ", " << *p.dir;
     out << "\n";
   }
-  const Json trend = j.value("score_trend", Json::array());
+  const Json& trend = j.score_trend;
   if (!trend.empty())
     out << "  score:    " << sparkline(trend) << " " << number(trend.front()) << " -> " << number(trend.back()) << "\n";
-  const Json m = j.value("latest_metrics", Json::object());
+  const Json& m = j.latest_metrics;
   if (!m.empty()) {
     out << "  metrics (step " << m.value("step", 0) << "):\n";
     for (const auto& [k, v] : m.items())
       if (k != "step") out << "    " << k << " = " << number(v) << "\n";
   }
   // Scaling health (launcher/scaling.h): one row per check, as the probes print theirs.
-  const Json scaling = j.value("scaling", Json::object());
-  if (scaling.contains("checks")) {
+  if (j.scaling && j.scaling->contains("checks")) {
     out << "  scaling:\n";
-    for (const auto& c : scaling["checks"]) {
+    for (const auto& c : j.scaling->at("checks")) {
       out << "    " << c.value("status", std::string("?")) << "  " << c.value("name", std::string()) << " ("
           << c.value("threshold", std::string()) << "): " << c.value("reason", std::string()) << "\n";
       if (c.contains("try")) out << "          try: " << c["try"].get<std::string>() << "\n";
     }
   }
   // submit --nccl-debug: what NCCL chose per node (launcher/nccl_log.h).
-  for (const auto& n : j.value("nccl", Json::array())) {
+  for (const auto& n : j.nccl.value_or(Json::array())) {
     out << "  nccl " << n.value("node", std::string()) << ": " << n.value("status", std::string("?")) << "  "
         << n.value("reason", std::string());
     if (n.value("coll_channels", -1) >= 0) out << "; " << n.value("coll_channels", -1) << " coll channels";
@@ -174,18 +205,16 @@ void print_job(std::ostream& out, const Json& j) {
     out << "\n";
     if (n.contains("try")) out << "          try: " << n["try"].get<std::string>() << "\n";
   }
-  for (const auto& e : j.value("events", Json::array()))
-    out << "  " << clock_time(e.value("time_ms", int64_t{0})) << " " << e.value("state", std::string()) << " "
-        << e.value("detail", std::string()) << "\n";
+  for (const auto& e : j.events) out << "  " << clock_time(e.time_ms) << " " << e.state << " " << e.detail << "\n";
   const std::string failure = format_failure(j);
   if (!failure.empty()) out << "failure: " << failure;
 }
 
-Json follow_logs(launcher::HeadClient& client, const std::string& job, std::ostream& out, const FollowOptions& o) {
+launcher::wire::Job follow_logs(launcher::HeadClient& client, const std::string& job, std::ostream& out, const FollowOptions& o) {
   int64_t next = 0;
   bool first = true;
   auto last_job_poll = Clock::now() - std::chrono::hours(1);
-  Json last_job;
+  launcher::wire::Job last_job;
   const std::string rank = o.rank >= 0 ? "&rank=" + std::to_string(o.rank) : "";
   auto print_line = [&](const launcher::wire::LogLineView& l) {
     if (o.json_lines) out << Json(l).dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
@@ -208,7 +237,7 @@ Json follow_logs(launcher::HeadClient& client, const std::string& job, std::ostr
     next = std::max(next, page.next);
     const bool done = page.done && (o.tail >= 0 || lines.size() < 2000);
     if (Clock::now() - last_job_poll >= std::chrono::seconds(2) || done || !o.follow) {
-      last_job = client.get("/api/jobs/" + job);
+      last_job = get_job(client, job);
       last_job_poll = Clock::now();
       if (o.on_job) o.on_job(last_job);
     }
@@ -221,7 +250,7 @@ Json follow_logs(launcher::HeadClient& client, const std::string& job, std::ostr
       for (const auto& l : last) print_line(l);
       out.flush();
       if (!last.empty() && o.after_lines) o.after_lines();
-      return client.get("/api/jobs/" + job);
+      return get_job(client, job);
     }
     if (lines.empty()) {
       for (int i = 0; i < 15 && !(o.interrupted && *o.interrupted); ++i)

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -262,13 +263,46 @@ std::optional<Result> Child::wait(std::optional<std::chrono::milliseconds> timeo
   return done_;
 }
 
+EscalatingStop::Step EscalatingStop::poll(Clock::time_point now) {
+  switch (sent_) {
+    case Sent::kNothing:
+      sent_ = Sent::kTerm;
+      due_ = now + grace_;
+      return Step::kTerm;
+    case Sent::kTerm:
+      if (now < due_) return Step::kWait;
+      sent_ = Sent::kKill;
+      if (kill_wait_) due_ = now + *kill_wait_;
+      return Step::kKill;
+    case Sent::kKill:
+      if (!kill_wait_ || now < due_) return Step::kWait;
+      sent_ = Sent::kGaveUp;
+      return Step::kStillThere;
+    case Sent::kGaveUp:
+      break;
+  }
+  return Step::kStillThere;
+}
+
+std::optional<std::chrono::milliseconds> EscalatingStop::wait_left(Clock::time_point now) const {
+  if (sent_ == Sent::kNothing || sent_ == Sent::kGaveUp) return std::chrono::milliseconds(0);
+  if (sent_ == Sent::kKill && !kill_wait_) return std::nullopt;
+  return std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(due_ - now));
+}
+
 bool stop_escalating(const std::function<void(int sig)>& signal,
                      const std::function<bool(std::optional<std::chrono::milliseconds> timeout)>& gone,
                      std::chrono::milliseconds grace, std::optional<std::chrono::milliseconds> kill_wait) {
-  signal(SIGTERM);
-  if (gone(grace)) return true;
-  signal(SIGKILL);
-  return gone(kill_wait);
+  EscalatingStop stop(grace, kill_wait);
+  for (;;) {
+    switch (stop.poll(EscalatingStop::Clock::now())) {
+      case EscalatingStop::Step::kTerm: signal(SIGTERM); break;
+      case EscalatingStop::Step::kKill: signal(SIGKILL); break;
+      case EscalatingStop::Step::kWait: break;
+      case EscalatingStop::Step::kStillThere: return false;
+    }
+    if (gone(stop.wait_left(EscalatingStop::Clock::now()))) return true;
+  }
 }
 
 Result Child::stop(std::chrono::milliseconds grace) {

@@ -62,8 +62,8 @@ class Child {
   // SIGTERM to the group, then SIGKILL after grace (stop_escalating, waiting for the SIGKILL's
   // end as long as it takes); returns how it ended.
   Result stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
-  // Sends sig to the child's process group (SIGTERM now, SIGKILL later: a stop that does not
-  // block). Nothing once it has been reaped.
+  // Sends sig to the child's process group: a stop that does not block sends EscalatingStop's
+  // steps with it (the agent's tasks). Nothing once it has been reaped.
   void signal(int sig);
   // Gives the child up: it runs on (a daemon), is neither stopped nor reaped by this Child, and
   // its pid is returned. Whoever signals it later must check it is still the same process.
@@ -79,12 +79,44 @@ class Child {
 // there (stop_escalating's kill_wait for a process that is not our child).
 inline constexpr std::chrono::milliseconds kStopKillWait{2000};
 
-// The stop protocol, the one definition of it: SIGTERM, up to grace for the process to go, then
-// SIGKILL and up to kill_wait (forever when nullopt) for it to go. signal(sig) sends sig (to a
-// group, to a pid: the caller's choice); gone(timeout) waits up to timeout and says whether the
-// process is gone. true: it is gone. Its users: Child::stop (its own child, reaped by waitpid),
-// launcher::stop_recorded (a recorded pid that must still have its recorded start time), and
-// as a shell program templates/ssh/stop.sh (the same steps on a remote node; it says so).
+// The stop protocol, the one definition of its steps: SIGTERM, up to grace for the process to
+// go, then SIGKILL and up to kill_wait (forever when nullopt) for it to go; after that it is still
+// there. A stop is polled with the time now (injected: tests need no sleeps) while the process is
+// not gone, and each poll says what to do. A caller that must not block (the agent's poll loop)
+// polls it on its own ticks; stop_escalating() below is the blocking form, written in terms of it.
+class EscalatingStop {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum class Step {
+    kTerm,        // the first poll: send SIGTERM
+    kKill,        // once the grace has passed since the SIGTERM: send SIGKILL
+    kWait,        // nothing to send now: wait (wait_left()) for the process to go
+    kStillThere,  // kill_wait has passed since the SIGKILL: the process is still there (every poll from now on)
+  };
+  EscalatingStop(std::chrono::milliseconds grace, std::optional<std::chrono::milliseconds> kill_wait)
+      : grace_(grace), kill_wait_(kill_wait) {}
+  // What to do at now, the process not yet gone.
+  Step poll(Clock::time_point now);
+  // How long from now until a poll can return something other than kWait: zero when one can
+  // now, nullopt when none ever will (waiting forever for the SIGKILL's end).
+  std::optional<std::chrono::milliseconds> wait_left(Clock::time_point now) const;
+  std::chrono::milliseconds grace() const { return grace_; }
+
+ private:
+  enum class Sent { kNothing, kTerm, kKill, kGaveUp } sent_ = Sent::kNothing;
+  std::chrono::milliseconds grace_;
+  std::optional<std::chrono::milliseconds> kill_wait_;
+  Clock::time_point due_{};  // when the next step is due (after kTerm; after kKill with a kill_wait)
+};
+
+// The stop protocol, blocking: EscalatingStop's steps, signal(sig) sending sig (to a group, to a
+// pid: the caller's choice), gone(timeout) waiting up to timeout (forever when nullopt) and saying
+// whether the process is gone. true: it is gone. The protocol's users: Child::stop (its own
+// child, reaped by waitpid; kill_wait forever), launcher::stop_recorded (a recorded pid that must
+// still have its recorded start time; kill_wait kStopKillWait), the agent's stop of a task
+// (launcher/agent.cc: EscalatingStop polled on its ticks, a container task's container killed at
+// the SIGKILL step; kill_wait forever), and as a shell program templates/ssh/stop.sh (the same
+// steps on a remote node; it says so).
 bool stop_escalating(const std::function<void(int sig)>& signal,
                      const std::function<bool(std::optional<std::chrono::milliseconds> timeout)>& gone,
                      std::chrono::milliseconds grace, std::optional<std::chrono::milliseconds> kill_wait);

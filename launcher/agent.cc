@@ -94,8 +94,8 @@ struct Task {
   int64_t metrics_offset = 0;
   std::optional<process::Result> result;
   std::string error;  // it could not start
-  bool stopping = false;
-  Clock::time_point kill_at{};
+  // Being stopped: the stop protocol's steps (process::EscalatingStop), polled on the agent's ticks.
+  std::optional<process::EscalatingStop> stopping;
   // A task in a docker/podman container: what kills the container by name, since SIGKILL to
   // its client does not reach it (container.h). Empty otherwise.
   std::vector<std::string> kill_argv;
@@ -173,17 +173,37 @@ class Runner {
 
   void stop(Task& t, std::chrono::milliseconds grace) {
     if (t.ended() || t.stopping || !t.child) return;
-    log::Info() << "task " << t.id << ": SIGTERM (SIGKILL in " << grace.count() << " ms)";
-    t.child->signal(SIGTERM);
-    t.stopping = true;
-    t.kill_at = Clock::now() + grace;
+    // The agent's own child, reaped by its poll: it waits for the SIGKILL's end as long as it takes.
+    t.stopping.emplace(grace, std::nullopt);
+    escalate(t);
+  }
+
+  // The step of a stopping task's stop protocol that is due now: SIGTERM at once, SIGKILL (and
+  // its container killed by name, which the SIGKILL to its client does not reach) once the
+  // grace has passed; nothing between and after.
+  void escalate(Task& t) {
+    switch (t.stopping->poll(Clock::now())) {
+      case process::EscalatingStop::Step::kTerm:
+        log::Info() << "task " << t.id << ": SIGTERM (SIGKILL in " << t.stopping->grace().count() << " ms)";
+        t.child->signal(SIGTERM);
+        break;
+      case process::EscalatingStop::Step::kKill:
+        log::Warn() << "task " << t.id << " did not end within its grace: SIGKILL";
+        kill_container(t);
+        t.child->signal(SIGKILL);
+        break;
+      case process::EscalatingStop::Step::kWait:
+      case process::EscalatingStop::Step::kStillThere:  // not with no kill_wait
+        break;
+    }
   }
 
   void stop_all(std::chrono::milliseconds grace) {
     for (auto& [id, t] : tasks_) stop(t, grace);
   }
 
-  // Reaps ended tasks and sends SIGKILL where a grace ran out. Returns true when one ended now.
+  // Reaps ended tasks and takes stopping ones a step on (SIGKILL where a grace ran out). Returns
+  // true when one ended now.
   bool poll() {
     bool ended = false;
     for (auto& [id, t] : tasks_) {
@@ -193,11 +213,8 @@ class Runner {
         ended = true;
         log::Info() << "task " << id << " ended: "
                     << (r->signal ? "signal " + std::to_string(r->signal) : "exit " + std::to_string(r->exit_code));
-      } else if (t.stopping && Clock::now() >= t.kill_at) {
-        log::Warn() << "task " << id << " did not end within its grace: SIGKILL";
-        kill_container(t);
-        t.child->signal(SIGKILL);
-        t.kill_at = Clock::now() + std::chrono::hours(1);
+      } else if (t.stopping) {
+        escalate(t);
       }
     }
     return ended;

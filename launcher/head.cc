@@ -427,7 +427,7 @@ void Head::install_job_routes() {
     const int64_t after = query_int(req, "after", -1, -1, kInt64Max);
     Json rows = jobs_.metrics(job->id, after);
     for (auto& r : rows) r.erase("_received_ms");
-    reply(res, 200, Json{{"rows", rows}});
+    reply(res, 200, wire::Metrics{rows});
   });
 
   http.Post(R"(/api/jobs/job-(\d+)/metrics)", [this](const httplib::Request& req, httplib::Response& res) {

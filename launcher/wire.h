@@ -230,7 +230,7 @@ struct Result {
   Json result;   // null when absent
 };
 
-// POST /api/jobs/<id>/metrics (agents): rank 0's metric rows, each an object.
+// POST /api/jobs/<id>/metrics (agents), and GET's answer: rank 0's metric rows, each an object.
 struct Metrics {
   Json rows = Json::array();
 };

@@ -1,7 +1,7 @@
 # Stops the recorded agent (pid, start_ticks) on its node, only while it is still that process,
 # and prints gone or running (launcher/ssh_programs.cc renders it). It is the protocol of
 # launcher::stop_recorded() (launcher/cluster_state.cc) on this machine, built on
-# process::stop_escalating() (common/process.cc), step for step:
+# process::stop_escalating() (common/process.cc: process::EscalatingStop's steps), step for step:
 #   not that process (gone, or the pid reused): nothing is signalled, it is gone
 #   SIGTERM to its group (its children) and to itself; up to grace (grace_steps polls) for it to go
 #   SIGKILL to both; up to process::kStopKillWait (kill_steps polls) for it to go

@@ -5,8 +5,10 @@
 
 #include <sstream>
 
+#include "cli/output.h"
 #include "cli/status_line.h"
 #include "common/config.h"
+#include "common/strings.h"
 
 namespace verl::cli {
 namespace {
@@ -14,12 +16,15 @@ namespace {
 using Json = nlohmann::ordered_json;
 using namespace std::chrono_literals;
 
-Json train_job(int64_t save_freq) {
-  return Json{{"id", "job-2"},
+// A job as GET /api/jobs/<id> reads it: the body through its message (wire::Job).
+launcher::wire::Job job_of(const Json& body) { return launcher::wire::parse<launcher::wire::Job>(body); }
+
+launcher::wire::Job train_job(int64_t save_freq) {
+  return job_of(Json{{"id", "job-2"},
               {"kind", "train"},
               {"state", "SUCCEEDED"},
               {"config", {{"trainer", {{"default_local_dir", "checkpoints/verlctl/default"}, {"save_freq", save_freq}}}}},
-              {"placement", Json::array({{{"rank", 0}, {"host", "h0"}, {"dir", "/w/jobs/job-2"}}})}};
+              {"placement", Json::array({{{"rank", 0}, {"host", "h0"}, {"dir", "/w/jobs/job-2"}}})}});
 }
 
 Json rows() {
@@ -59,15 +64,64 @@ TEST(PrintJob, ShowsTheRolesGpusAndEachRanksDevices) {
                                         "critic.ppo_micro_batch_size_per_gpu=8"});
   job["placement"] = Json::array({{{"rank", 1}, {"node", "node-0"}, {"host", "h0"}, {"device", "cuda:1,3"}, {"state", "running"}}});
   std::ostringstream out;
-  print_job(out, job);
+  print_job(out, job_of(job));
   EXPECT_NE(out.str().find("  roles:    actor, ref: cuda:0,1; rollout, critic: cuda:2,3 (the job's GPUs on each node)\n"),
             std::string::npos) << out.str();
   EXPECT_NE(out.str().find("  rank 1:   node-0 (h0, cuda:1,3) running"), std::string::npos) << out.str();
   // The hybrid default: no roles line.
   job["config"] = config::load_job("", {});
   std::ostringstream plain;
-  print_job(plain, job);
+  print_job(plain, job_of(job));
   EXPECT_EQ(plain.str().find("roles:"), std::string::npos) << plain.str();
+}
+
+// status JOB: every part of the body, in its place and form.
+TEST(PrintJob, PrintsEveryPartOfTheJob) {
+  const Json body = {
+      {"id", "job-4"}, {"kind", "train"}, {"state", "RUNNING"}, {"submitted_ms", 1000}, {"started_ms", 2000},
+      {"step", 5}, {"total_steps", 20}, {"restarts", 2}, {"pending_reason", "waiting"},
+      {"placement", Json::array({{{"rank", 0}, {"node", "node-0"}, {"host", "h0"}, {"device", "cuda:0"}, {"state", "running"},
+                                  {"dir", "/w/jobs/job-4"}},
+                                 {{"rank", 1}, {"node", "node-1"}, {"host", "h1"}, {"device", "cpu"}, {"state", "assigned"}}})},
+      {"events", Json::array({{{"state", "RESTARTING"}, {"time_ms", 3000}, {"detail", "rank 1 exited 1"}}})},
+      {"failure", {{"reason", "rank 1 on h1 exited 1"}, {"rank", 1}, {"host", "h1"}, {"last_lines", {"boom"}}}},
+      {"latest_metrics", {{"step", 5}, {"critic/score/mean", 0.5}}},
+      {"score_trend", {0.25, 0.5}},
+      {"eta_s", 30},
+      {"scaling", {{"checks", Json::array({{{"status", "warn"}, {"name", "mfu"}, {"threshold", ">= 0.3"}, {"reason", "low"},
+                                            {"try", "more"}}})}}},
+      {"nccl", Json::array({{{"node", "node-0"}, {"status", "pass"}, {"reason", "ok"}, {"coll_channels", 4},
+                             {"algorithms", {"Ring", "Tree"}}}})}};
+  std::ostringstream out;
+  print_job(out, job_of(body));
+  EXPECT_EQ(out.str(), "job-4 (train): RUNNING, restarted 2x (waiting)\n"
+                       "  step:     5/20 (25%), ETA " + format_duration(30) + "\n"
+                       "  started:  " + clock_time(2000) + "\n"
+                       "  rank 0:   node-0 (h0, cuda:0) running, /w/jobs/job-4\n"
+                       "  rank 1:   node-1 (h1, cpu) assigned\n"
+                       "  score:    " + sparkline(Json{0.25, 0.5}) + " 0.25 -> 0.5\n"
+                       "  metrics (step 5):\n"
+                       "    critic/score/mean = 0.5\n"
+                       "  scaling:\n"
+                       "    warn  mfu (>= 0.3): low\n"
+                       "          try: more\n"
+                       "  nccl node-0: pass  ok; 4 coll channels, Ring/Tree\n"
+                       "  " + clock_time(3000) + " RESTARTING rank 1 exited 1\n"
+                       "failure: rank 1 on h1 exited 1\n"
+                       "last lines of rank 1 (h1):\n"
+                       "  boom\n");
+  EXPECT_EQ(progress_line(job_of(body)), "job-4 RUNNING step 5/20 score 0.5 ETA " + format_duration(30) + " (waiting)");
+}
+
+// A command job: what its ranks run instead of steps; an ended one its run time.
+TEST(PrintJob, ACommandJobShowsItsCommandAndRunTime) {
+  const Json body = {{"id", "job-5"},          {"kind", "command"},  {"state", "SUCCEEDED"}, {"started_ms", 2000},
+                     {"ended_ms", 62000},      {"command", "python3 t.py"}};
+  std::ostringstream out;
+  print_job(out, job_of(body));
+  EXPECT_EQ(out.str(), "job-5 (command): SUCCEEDED\n"
+                       "  command:  python3 t.py\n"
+                       "  started:  " + clock_time(2000) + ", ended " + clock_time(62000) + " (" + format_duration(60) + ")\n");
 }
 
 TEST(StatusLine, LiveIsOneLineRedrawnBelowTheLogLines) {

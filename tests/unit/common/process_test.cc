@@ -86,6 +86,76 @@ TEST(Process, ChildStopEscalatesToSigkill) {
   EXPECT_FALSE(alive(c.pid()));
 }
 
+// The stop protocol's steps (EscalatingStop), polled with injected times: SIGTERM at once,
+// SIGKILL once the grace has passed, then "still there" once kill_wait has passed too.
+TEST(EscalatingStop, TermThenKillAfterTheGraceThenStillThereAfterKillWait) {
+  using Step = EscalatingStop::Step;
+  EscalatingStop s(1000ms, 500ms);
+  const auto t0 = EscalatingStop::Clock::time_point() + 1h;
+  EXPECT_EQ(s.wait_left(t0), 0ms);
+  EXPECT_EQ(s.poll(t0), Step::kTerm);
+  EXPECT_EQ(s.wait_left(t0 + 200ms), 800ms);
+  EXPECT_EQ(s.poll(t0 + 200ms), Step::kWait);
+  EXPECT_EQ(s.poll(t0 + 999ms), Step::kWait);
+  EXPECT_EQ(s.poll(t0 + 1000ms), Step::kKill);  // once
+  EXPECT_EQ(s.poll(t0 + 1000ms), Step::kWait);
+  EXPECT_EQ(s.wait_left(t0 + 1100ms), 400ms);
+  EXPECT_EQ(s.poll(t0 + 1499ms), Step::kWait);
+  EXPECT_EQ(s.poll(t0 + 1500ms), Step::kStillThere);
+  EXPECT_EQ(s.poll(t0 + 9000ms), Step::kStillThere);
+  EXPECT_EQ(s.wait_left(t0 + 9000ms), 0ms);
+}
+
+// A late poll (the agent's tick came after the grace) sends SIGKILL then, and kill_wait counts
+// from that SIGKILL, not from when it was due.
+TEST(EscalatingStop, KillWaitCountsFromTheSigkillSent) {
+  using Step = EscalatingStop::Step;
+  EscalatingStop s(100ms, 200ms);
+  const auto t0 = EscalatingStop::Clock::time_point() + 1h;
+  EXPECT_EQ(s.poll(t0), Step::kTerm);
+  EXPECT_EQ(s.poll(t0 + 5s), Step::kKill);
+  EXPECT_EQ(s.poll(t0 + 5s + 199ms), Step::kWait);
+  EXPECT_EQ(s.poll(t0 + 5s + 200ms), Step::kStillThere);
+}
+
+// No kill_wait (Child::stop, the agent's tasks): after SIGKILL it waits for the end forever.
+TEST(EscalatingStop, WithoutKillWaitItWaitsForeverAfterSigkill) {
+  using Step = EscalatingStop::Step;
+  EscalatingStop s(0ms, std::nullopt);
+  const auto t0 = EscalatingStop::Clock::time_point() + 1h;
+  EXPECT_EQ(s.poll(t0), Step::kTerm);
+  EXPECT_EQ(s.wait_left(t0), 0ms);
+  EXPECT_EQ(s.poll(t0), Step::kKill);  // a zero grace: SIGKILL on the next poll
+  EXPECT_EQ(s.wait_left(t0), std::nullopt);
+  EXPECT_EQ(s.poll(t0 + 24h), Step::kWait);
+}
+
+// stop_escalating is those steps, blocking: the signals it sends and the waits it asks for.
+TEST(EscalatingStop, StopEscalatingSendsTheStepsAndWaitsTheirTimes) {
+  std::vector<int> sent;
+  std::vector<std::optional<std::chrono::milliseconds>> waits;
+  auto signal = [&](int sig) { sent.push_back(sig); };
+  auto never_gone = [&](std::optional<std::chrono::milliseconds> t) {
+    waits.push_back(t);
+    if (t) std::this_thread::sleep_for(*t);
+    return false;
+  };
+  EXPECT_FALSE(stop_escalating(signal, never_gone, 30ms, 20ms));
+  EXPECT_EQ(sent, (std::vector<int>{SIGTERM, SIGKILL}));
+  ASSERT_GE(waits.size(), 2u);
+  EXPECT_LE(waits.front(), 30ms);
+  EXPECT_GT(waits.front(), 20ms);
+  sent.clear();
+  waits.clear();
+  auto gone_after_term = [&](std::optional<std::chrono::milliseconds> t) {
+    waits.push_back(t);
+    return true;
+  };
+  EXPECT_TRUE(stop_escalating(signal, gone_after_term, 30ms, std::nullopt));
+  EXPECT_EQ(sent, (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(waits.size(), 1u);
+}
+
 TEST(Process, ChildWritesToLogFile) {
   std::string log = ::testing::TempDir() + "/verl_child.log";
   std::remove(log.c_str());

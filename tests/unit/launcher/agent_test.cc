@@ -4,6 +4,7 @@
 #include "launcher/agent.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "common/error.h"
 #include "launcher/head.h"
+#include "launcher/wire.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/head_fixture.h"
 #include "tests/testing/temp_dir.h"
@@ -185,6 +187,34 @@ TEST_F(ProbeTasks, AnotherHeadsJobDirectoryIsMovedAsideAndRanksShareTheirOwn) {
     EXPECT_EQ(line, "old run's step 300");
   }
   EXPECT_EQ(aside, 1) << "the old directory is moved aside once, whole";
+}
+
+// The agent's stop of a task is the stop protocol (process::EscalatingStop) polled on its ticks:
+// SIGTERM, and SIGKILL once the stop's grace has passed, for a task that ignores SIGTERM.
+TEST_F(ProbeTasks, AStoppedTaskThatIgnoresSigtermIsKilledOnceItsGraceHasPassed) {
+  Head head(head_options());
+  head.start();
+  const auto exe = script("trap '' TERM; echo ready; while :; do sleep 0.05; done");
+  std::optional<AgentRun> agent(std::in_place, options(head.port(), "node-0", exe));
+  HeadClient client = testing::client_of(head);
+  const std::string id = client.post("/api/jobs", Json{{"kind", "probe"}, {"argv", {"probe"}}}).at("id");
+  auto job = [&] { return wire::parse<wire::Job>(client.get("/api/jobs/" + id)); };
+  auto log_has_ready = [&] {
+    const auto page = wire::parse<wire::LogsPage>(client.get("/api/jobs/" + id + "/logs"));
+    for (const auto& l : page.lines)
+      if (l.text == "ready") return true;
+    return false;
+  };
+  ASSERT_TRUE(eventually(log_has_ready, 10000ms)) << "the task must start";
+  const auto t0 = Clock::now();
+  client.post("/api/jobs/" + id + "/stop", wire::Stop{0.5});
+  ASSERT_TRUE(eventually([&] { return job().summary.state == JobState::kStopped; }, 10000ms));
+  const auto took = Clock::now() - t0;
+  agent.reset();
+  const auto stopped = job();
+  ASSERT_EQ(stopped.placement.size(), 1u);
+  EXPECT_EQ(stopped.placement[0].signal, SIGKILL) << Json(stopped).dump();
+  EXPECT_GE(took, 500ms) << "SIGKILL only once the grace has passed";
 }
 
 }  // namespace
