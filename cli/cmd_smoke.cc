@@ -289,7 +289,8 @@ void register_smoke(CLI::App& app, Context& ctx) {
             if (row.value("status", std::string()) == "fail")
               failed += (failed.empty() ? "" : ", ") + row.value("probe", std::string("?")) + " " +
                         row.value("metric", std::string()) + ": " + row.value("detail", std::string());
-        } catch (const std::exception&) {
+        } catch (const std::exception&) {  // no JSON table (it failed before one): its stderr says why, below
+          failed.clear();
         }
         throw CheckFailed{"verlctl probe --local exited " + std::to_string(r.exit_code) +
                           (failed.empty() ? ": " + r.err.substr(0, 400) : " (failed: " + failed + ")")};

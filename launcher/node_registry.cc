@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/strings.h"
 #include "launcher/sql.h"
 
@@ -83,7 +84,8 @@ NodeRegistry::NodeRegistry(const std::string& path) {
 NodeRegistry::~NodeRegistry() {
   try {
     flush();
-  } catch (const std::exception&) {  // a full disk at exit: the heartbeat counts are not worth a crash
+  } catch (const std::exception& e) {  // a full disk at exit: the heartbeat counts are not worth a crash
+    log::Warn() << "node registry: the last heartbeat counts were not saved: " << e.what();
   }
 }
 
