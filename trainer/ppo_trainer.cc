@@ -19,6 +19,7 @@
 #include "trainer/batch.h"
 #include "trainer/checkpoint.h"
 #include "trainer/critic_worker.h"
+#include "trainer/flops_counter.h"
 #include "trainer/hf_model.h"
 #include "trainer/host_memory.h"
 #include "text/hf_tokenizer.h"
@@ -772,6 +773,9 @@ MetricMap PpoTrainer::train_step(int64_t step) {
     // loss_agg_mode aggregate over the whole batch (the update adds its own only when asked).
     auto old = actor_->compute_log_prob(sb.rb, /*with_entropy=*/true);
     sb.old_log_prob = old.log_probs;
+    // verl's engine workers: the forward pass's MFU, a third of a training step's FLOPs.
+    m["perf/mfu/actor_infer"] =
+        model_flops_utilization(actor_->module()->config(), sb.rb.attention_mask, 1, timer.elapsed(), actor_device_) / 3.0;
     m["actor/entropy"] = batch_entropy(old.entropy, mask);
   }
   if (ref_) {

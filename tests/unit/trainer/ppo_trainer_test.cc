@@ -75,8 +75,9 @@ TEST(PpoTrainer, SameSeedSameMetrics) {
                         "critic/values/max", "critic/values/min", "critic/vf_explained_var",
                         "prompt_length/clip_ratio", "timing_s/update_weights", "timing_per_token_ms/gen",
                         "timing_per_token_ms/update_actor", "perf/time_per_step", "perf/max_memory_allocated_gb",
-                        "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb"})
+                        "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb", "perf/mfu/actor_infer"})
     EXPECT_TRUE(m.count(k)) << k;
+  EXPECT_GT(m.at("perf/mfu/actor_infer"), 0.0);  // the CPU's promised FLOP/s are in verl's table
   EXPECT_EQ(m.at("perf/time_per_step"), m.at("timing_s/step"));
   EXPECT_LE(m.at("critic/returns/min"), m.at("critic/returns/mean"));
   EXPECT_LE(m.at("critic/returns/mean"), m.at("critic/returns/max"));
