@@ -10,19 +10,14 @@
 #include <map>
 #include <string>
 
+#include "tests/testing/tiny_model.h"
 #include "trainer/core_algos.h"
 
 namespace verl::trainer {
 namespace {
 
 ModelConfig tiny(bool tied) {
-  ModelConfig c;
-  c.vocab_size = 97;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
+  ModelConfig c = testing::tiny_model_config(97);
   c.tie_word_embeddings = tied;
   return c;
 }

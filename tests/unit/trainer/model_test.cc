@@ -5,17 +5,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/tiny_model.h"
+
 namespace verl::trainer {
 namespace {
 
 ModelConfig small_config() {
-  ModelConfig c;
-  c.vocab_size = 32;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
+  ModelConfig c = testing::tiny_model_config(32);
   c.max_position_embeddings = 64;
   return c;
 }

@@ -10,6 +10,7 @@
 
 #include "common/config.h"
 #include "common/error.h"
+#include "tests/testing/tiny_model.h"
 #include "trainer/batch.h"
 #include "trainer/core_algos.h"
 #include "trainer/job_config.h"
@@ -22,13 +23,7 @@ namespace verl::trainer {
 namespace {
 
 ModelConfig small_config() {
-  ModelConfig c;
-  c.vocab_size = 32;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
+  ModelConfig c = testing::tiny_model_config(32);
   c.max_position_embeddings = 64;
   c.initializer_range = 0.2;  // larger than HF's 0.02 so that differences would show
   return c;

@@ -6,25 +6,16 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/tiny_model.h"
+
 namespace verl::trainer {
 namespace {
 
 constexpr int64_t kEos = 2;
 constexpr int64_t kPad = 0;
 
-ModelConfig tiny(int64_t vocab) {
-  ModelConfig c;
-  c.vocab_size = vocab;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  return c;
-}
-
 CausalLm model(int64_t vocab, double std, uint64_t seed = 1) {
-  CausalLm m(tiny(vocab));
+  CausalLm m(testing::tiny_model_config(vocab));
   init_weights(*m, std, seed);
   return m;
 }

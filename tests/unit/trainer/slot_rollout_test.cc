@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "tests/testing/tiny_model.h"
 #include "trainer/native_rollout.h"
 
 namespace verl::trainer {
@@ -17,13 +18,7 @@ namespace {
 constexpr int64_t kPad = 0;
 
 ModelConfig tiny(torch::Dtype dtype = torch::kFloat32) {
-  ModelConfig c;
-  c.vocab_size = 97;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
+  ModelConfig c = testing::tiny_model_config(97);
   c.attention_bias = true;
   c.compute_dtype = dtype;
   return c;

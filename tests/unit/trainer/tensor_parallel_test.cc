@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "tests/testing/tiny_model.h"
 #include "tests/unit/trainer/rank_harness.h"
 #include "trainer/native_rollout.h"
 #include "trainer/slot_rollout.h"
@@ -18,11 +19,8 @@ namespace {
 using testing::run_ranks;
 
 ModelConfig config(int64_t heads, int64_t kv_heads, bool bias) {
-  ModelConfig c;
-  c.vocab_size = 37;  // not a multiple of 2 or 4: the last rank's vocabulary rows are padding
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
+  // A vocabulary of 37, not a multiple of 2 or 4: the last rank's vocabulary rows are padding.
+  ModelConfig c = verl::testing::tiny_model_config(37);
   c.num_attention_heads = heads;
   c.num_key_value_heads = kv_heads;
   c.attention_bias = bias;          // q/k/v biases (Qwen2)
