@@ -3,8 +3,11 @@
 // the straightforward way (logits of every response position [B, R, V], then log_softmax over
 // all of it, then gather), both on the same model and batch. One mode per process, so that the
 // peak RSS (getrusage) belongs to that mode alone; bench/logprob_memory.sh runs both and checks
-// that they agree.
-//   bench_logprob_memory chunked|full [B] [R]  -> one JSON line: mode, peak_rss_mib, seconds, checksum
+// that they agree. The train_ modes do the same with a graph, forward and backward of the
+// log-probs' sum (the actor update's path): head_log_probs (chunks recomputed in the backward)
+// against the [B, R, V] logits that autograd keeps; their checksum is the LM head's gradient's.
+//   bench_logprob_memory chunked|full|train_chunked|train_full [B] [R]
+//     -> one JSON line: mode, peak_rss_mib, seconds, checksum
 #include <sys/resource.h>
 
 #include <chrono>
@@ -34,10 +37,21 @@ int main(int argc, char** argv) {
   torch::Tensor lp;
   if (mode == "chunked") {
     lp = compute_log_probs(model, batch, /*micro_batch=*/b, /*temperature=*/1.0).log_probs;
-  } else {
+  } else if (mode == "train_chunked" || mode == "train_full") {
+    auto hidden = response_hidden(model, batch.input_ids, batch.attention_mask, batch.position_ids, r);
+    torch::Tensor train_lp =
+        mode == "train_chunked"
+            ? head_log_probs(model, hidden, batch.responses, /*temperature=*/1.0, /*with_entropy=*/false).log_probs
+            : log_probs_from_logits(model->logits(hidden), batch.responses);
+    train_lp.sum().backward();
+    lp = model->output_embedding().grad().abs();  // its plain sum is ~0 (each row of softmax - onehot sums to 0)
+  } else if (mode == "full") {
     torch::NoGradGuard no_grad;
     auto logits = response_logits(model, batch.input_ids, batch.attention_mask, batch.position_ids, r);
     lp = logits.log_softmax(-1).gather(-1, batch.responses.unsqueeze(-1)).squeeze(-1);
+  } else {
+    std::fprintf(stderr, "unknown mode %s: chunked, full, train_chunked or train_full\n", mode.c_str());
+    return 2;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rusage ru{};

@@ -250,15 +250,16 @@ MetricMap ActorWorker::sft_step(const RolloutBatch& batch, double lr) {
       all, batch.batch_size(), plan, *optim_, *engine_, strategy_, acc, /*step=*/0,
       [&](const MicroBatch& mb) {
         const auto& d = mb.data;
-        auto logits = response_logits(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width,
+        auto hidden = response_hidden(module_, d.at("input_ids"), d.at("attention_mask"), d.at("position_ids"), width,
                                       seq_layout);
         const auto& labels = d.at("responses");
         const auto& mask = d.at("response_mask");
-        auto lp = log_probs_from_logits(logits, labels);
+        const auto head = head_log_probs(module_, hidden, labels, /*temperature=*/1.0, /*with_entropy=*/false);
+        const auto& lp = head.log_probs;
         // Token-mean over the whole (rank's) batch, accumulated across micro-batches.
         auto loss = -(lp * mask).sum() / std::max(tokens, 1.0);
         loss_sum += item(loss);
-        correct += item(((logits.argmax(-1) == labels).to(torch::kFloat32) * mask).sum());
+        correct += item(((head.argmax == labels).to(torch::kFloat32) * mask).sum());
         return loss;
       });
   m["sft/loss"] = loss_sum;

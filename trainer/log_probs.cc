@@ -97,10 +97,13 @@ ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, i
 
 namespace {
 
-// One chunk of positions: the LM head, / temperature, log-softmax at the labels, and the entropy.
+// One chunk of positions: the LM head, / temperature, log-softmax at the labels, and the entropy
+// (and the most likely token into *argmax when asked).
 std::pair<torch::Tensor, torch::Tensor> head_chunk(CausalLm& model, const torch::Tensor& hidden,
-                                                   const torch::Tensor& labels, double temperature, bool with_entropy) {
+                                                   const torch::Tensor& labels, double temperature, bool with_entropy,
+                                                   torch::Tensor* argmax = nullptr) {
   auto logits = model->logits(hidden);
+  if (argmax != nullptr) *argmax = logits.argmax(-1);
   if (temperature != 1.0 && temperature > 0.0) logits = logits / temperature;
   auto lp = logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1);
   return {lp, with_entropy ? algos::entropy_from_logits(logits) : torch::Tensor()};
@@ -121,16 +124,21 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
     ctx->saved_data["chunk"] = chunk;
     ctx->set_materialize_grads(false);  // an output outside the loss comes back undefined
     const int64_t n = hidden.size(0);
-    std::vector<torch::Tensor> lps, ents;
+    std::vector<torch::Tensor> lps, ents, tops;
     for (int64_t s = 0; s < n; s += chunk) {
       const int64_t k = std::min(chunk, n - s);
-      auto [lp, ent] = head_chunk(*model, hidden.narrow(0, s, k), labels.narrow(0, s, k), temperature, with_entropy);
+      torch::Tensor top;
+      auto [lp, ent] =
+          head_chunk(*model, hidden.narrow(0, s, k), labels.narrow(0, s, k), temperature, with_entropy, &top);
       lps.push_back(lp);
+      tops.push_back(top);
       if (with_entropy) ents.push_back(ent);
     }
     auto lp = n > 0 ? torch::cat(lps, 0) : torch::zeros({0}, hidden.options().dtype(torch::kFloat32));
     auto ent = with_entropy && n > 0 ? torch::cat(ents, 0) : torch::zeros_like(lp);
-    return {lp, ent};
+    auto top = n > 0 ? torch::cat(tops, 0) : torch::zeros({0}, hidden.options().dtype(torch::kLong));
+    ctx->mark_non_differentiable({top});
+    return {lp, ent, top};
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -192,6 +200,7 @@ ResponseLogProbs head_log_probs(CausalLm& model, const torch::Tensor& hidden, co
   ResponseLogProbs res;
   res.log_probs = out[0].reshape({b, r});
   if (with_entropy) res.entropy = out[1].reshape({b, r});
+  res.argmax = out[2].reshape({b, r});
   return res;
 }
 

@@ -71,6 +71,7 @@ torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t c
 struct ResponseLogProbs {
   torch::Tensor log_probs;  // [B, R] float32
   torch::Tensor entropy;    // [B, R] float32, when asked for
+  torch::Tensor argmax;     // [B, R] int64: the most likely token (head_log_probs only; the SFT step's accuracy)
 };
 
 // Per-token log-probs (and entropies when with_entropy) of batch.responses under `model`, in
