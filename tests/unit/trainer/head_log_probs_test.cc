@@ -23,7 +23,7 @@ ModelConfig tiny(bool tied) {
 }
 
 struct Outcome {
-  torch::Tensor log_probs, entropy;
+  torch::Tensor log_probs, entropy, argmax;
   std::map<std::string, torch::Tensor> grads;
 };
 
@@ -55,11 +55,13 @@ Outcome run(const Case& c, bool chunked) {
     auto res = head_log_probs(m, hidden, labels, c.temperature, /*with_entropy=*/true, c.chunk);
     lp = res.log_probs;
     ent = res.entropy;
+    o.argmax = res.argmax;
   } else {
     auto logits = response_logits(m, ids, mask, pos, r);
     if (c.temperature != 1.0) logits = logits / c.temperature;
     lp = log_probs_from_logits(logits, labels);
     ent = entropy_from_logits_chunked(logits);
+    o.argmax = logits.argmax(-1);
   }
   auto loss = (lp * w_lp).sum();
   if (c.entropy_in_loss) loss = loss + (ent * w_ent).sum();
@@ -81,6 +83,7 @@ void expect_same(const Case& c) {
   const auto chunked = run(c, true);
   EXPECT_TRUE(torch::allclose(whole.log_probs, chunked.log_probs, 1e-5, 1e-6));
   EXPECT_TRUE(torch::allclose(whole.entropy, chunked.entropy, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::equal(whole.argmax, chunked.argmax));  // the SFT step's token accuracy
   ASSERT_EQ(whole.grads.size(), chunked.grads.size());
   for (const auto& [name, g] : whole.grads) {
     ASSERT_TRUE(chunked.grads.count(name)) << name;
