@@ -52,6 +52,33 @@ struct Cluster : testing::TwoNodeController {
   JobState state(int64_t id) { return store.job(id)->state; }
 };
 
+// A controller over GPU nodes the test registers (placement of GPUs and role devices).
+struct GpuNodes {
+  JobStore store{":memory:"};
+  NodeRegistry registry{":memory:"};
+  std::unique_ptr<JobController> ctl;
+  GpuNodes() {
+    ControllerOptions o;
+    o.heartbeat_timeout_ms = 1000;
+    ctl = std::make_unique<JobController>(store, registry, o);
+  }
+  static Resources gpus(int n) {
+    Resources r;
+    r.cpus = 8 * n;
+    r.gpus = n;
+    return r;
+  }
+  NodeRecord add(const std::string& name, const Resources& r) {
+    return registry.register_node(name, "host-" + name, static_cast<int64_t>(registry.nodes().size()) + 1, r, 0);
+  }
+  JobRecord submit(const std::vector<std::string>& overrides, int64_t now_ms = 100) {
+    SubmitError e;
+    auto j = ctl->submit(Json{{"kind", "train"}, {"overrides", overrides}}, now_ms, &e);
+    EXPECT_TRUE(j) << e.error;
+    return j ? *j : JobRecord{};
+  }
+};
+
 Json running(const std::string& task) { return {{"task", task}, {"state", "running"}}; }
 Json exited(const std::string& task, int code) { return {{"task", task}, {"state", "exited"}, {"exit_code", code}}; }
 Json killed(const std::string& task, int sig) { return {{"task", task}, {"state", "exited"}, {"signal", sig}}; }
@@ -414,67 +441,42 @@ TEST(JobController, JobsPlacedInOnePassDoNotShareANode) {
 }
 
 TEST(JobController, JobsPlacedInOnePassGetDistinctGpus) {
-  JobStore store(":memory:");
-  NodeRegistry registry(":memory:");
-  ControllerOptions o;
-  o.heartbeat_timeout_ms = 1000;
-  JobController ctl(store, registry, o);
-  Resources r;
-  r.cpus = 8;
-  r.gpus = 2;
-  registry.register_node("node-0", "host-a", 1, r, 0);
+  GpuNodes c;
+  c.add("node-0", GpuNodes::gpus(2));
   std::vector<int64_t> ids;
-  for (int i = 0; i < 3; ++i) {
-    SubmitError e;
-    auto j = ctl.submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}}}, 100, &e);
-    ASSERT_TRUE(j) << e.error;
-    ids.push_back(j->id);
-  }
-  ctl.tick(200);
-  const auto p0 = store.placements(ids[0]), p1 = store.placements(ids[1]);
+  for (int i = 0; i < 3; ++i) ids.push_back(c.submit({"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}).id);
+  c.ctl->tick(200);
+  const auto p0 = c.store.placements(ids[0]), p1 = c.store.placements(ids[1]);
   ASSERT_EQ(p0.size(), 1u);
   ASSERT_EQ(p1.size(), 1u);
   EXPECT_EQ(p0[0].device, "cuda:0");
   EXPECT_EQ(p1[0].device, "cuda:1") << "GPU 0 is the first job's";
-  EXPECT_TRUE(store.placements(ids[2]).empty()) << "both GPUs are taken";
+  EXPECT_TRUE(c.store.placements(ids[2]).empty()) << "both GPUs are taken";
 }
 
 // The seed's device mapping: actor and reference on GPUs 0-3, rollout and critic on 4-7, four
 // ranks on an 8-GPU node: each rank gets its actor's and its critic's GPU, and all see the 8.
 TEST(JobController, RolePlacementGivesEachRankTheGpusOfItsRoles) {
-  JobStore store(":memory:");
-  NodeRegistry registry(":memory:");
-  ControllerOptions o;
-  o.heartbeat_timeout_ms = 1000;
-  JobController ctl(store, registry, o);
-  Resources r;
-  r.cpus = 8;
-  r.gpus = 8;
-  const auto node = registry.register_node("node-0", "host-a", 1, r, 0);
-  SubmitError e;
-  auto j = ctl.submit(Json{{"kind", "train"},
-                           {"overrides",
-                            {"trainer.nnodes=1", "trainer.n_gpus_per_node=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
-                             "critic.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.device=cuda:0,1,2,3",
-                             "actor_rollout_ref.ref.device=cuda:0,1,2,3", "actor_rollout_ref.rollout.device=cuda:4,5,6,7",
-                             "critic.device=cuda:4,5,6,7"}}},
-                      100, &e);
-  ASSERT_TRUE(j) << e.error;
-  ctl.tick(200);
-  const auto p = store.placements(j->id);
+  GpuNodes c;
+  const auto node = c.add("node-0", GpuNodes::gpus(8));
+  const auto j = c.submit({"trainer.nnodes=1", "trainer.n_gpus_per_node=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+                           "critic.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.device=cuda:0,1,2,3",
+                           "actor_rollout_ref.ref.device=cuda:0,1,2,3", "actor_rollout_ref.rollout.device=cuda:4,5,6,7",
+                           "critic.device=cuda:4,5,6,7"});
+  c.ctl->tick(200);
+  const auto p = c.store.placements(j.id);
   ASSERT_EQ(p.size(), 4u);
   EXPECT_EQ(p[0].device, "cuda:0,4");
   EXPECT_EQ(p[3].device, "cuda:3,7");
-  registry.heartbeat(node.id, 300);
-  const Json orders = Json(ctl.heartbeat(node, {}, "10.0.0.1", "/w", 300));
+  c.registry.heartbeat(node.id, 300);
+  const Json orders = Json(c.ctl->heartbeat(node, {}, "10.0.0.1", "/w", 300));
   ASSERT_EQ(orders.size(), 4u);
   EXPECT_TRUE(has_env(orders[1], "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7")) << orders[1].dump();
   EXPECT_TRUE(has_env(orders[1], "LOCAL_RANK=1"));
   // A second such job does not fit beside it: the GPUs are all the first job's.
-  auto k = ctl.submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}}}, 400, &e);
-  ASSERT_TRUE(k) << e.error;
-  ctl.tick(500);
-  EXPECT_TRUE(store.placements(k->id).empty());
+  const auto k = c.submit({"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}, 400);
+  c.ctl->tick(500);
+  EXPECT_TRUE(c.store.placements(k.id).empty());
 }
 
 TEST(JobController, ARoleGpuListOfTheWrongLengthIsRefusedNamingTheKey) {
@@ -594,25 +596,16 @@ TEST(JobController, NcclDebugSetsNcclsInfoVariablesOverTheSpecs) {
 TEST(JobController, DeclaredResourcesChangePlacement) {
   // Two 8-GPU nodes; the first declares only GPU 7 (nodes[0].resources.gpu_ids: [7]), so a job of
   // 2 ranks per node skips it, and a job of 1 rank there gets cuda:7, not cuda:0.
-  JobStore store(":memory:");
-  NodeRegistry registry(":memory:");
-  ControllerOptions o;
-  o.heartbeat_timeout_ms = 1000;
-  JobController ctl(store, registry, o);
-  Resources detected;
-  detected.cpus = 64;
-  detected.gpus = 8;
+  GpuNodes c;
+  const Resources detected = GpuNodes::gpus(8);
   DeclaredResources d;
   d.gpu_ids = std::vector<int>{7};
-  registry.register_node("node-0", "host-a", 1, declare(detected, d, "node-0"), 0);
-  registry.register_node("node-1", "host-b", 2, detected, 0);
-  SubmitError e;
-  auto two = ctl.submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=2"}}}, 100, &e);
-  ASSERT_TRUE(two) << e.error;
-  auto one = ctl.submit(Json{{"kind", "train"}, {"overrides", {"trainer.nnodes=1", "trainer.n_gpus_per_node=1"}}}, 100, &e);
-  ASSERT_TRUE(one) << e.error;
-  ctl.tick(200);
-  const auto p2 = store.placements(two->id), p1 = store.placements(one->id);
+  c.add("node-0", declare(detected, d, "node-0"));
+  c.add("node-1", detected);
+  const auto two = c.submit({"trainer.nnodes=1", "trainer.n_gpus_per_node=2"});
+  const auto one = c.submit({"trainer.nnodes=1", "trainer.n_gpus_per_node=1"});
+  c.ctl->tick(200);
+  const auto p2 = c.store.placements(two.id), p1 = c.store.placements(one.id);
   ASSERT_EQ(p2.size(), 2u);
   EXPECT_EQ(p2[0].node, "node-1") << "node-0 offers one GPU only";
   ASSERT_EQ(p1.size(), 1u);
