@@ -20,6 +20,9 @@ cfg="$out/qwen2-0.5b/config.json"
 {
   "$b/bench/bench_rollout" --config "$cfg" --engine slot --breakdown
   "$b/bench/bench_rollout" --config "$cfg" --engine slot --eager
+  # A pool of 1,601 blocks of 16 positions (a quarter of what 256 sequences of 384 take): the
+  # engine admits what fits and preempts when the live sequences outgrow it.
+  "$b/bench/bench_rollout" --config "$cfg" --engine slot --kv-blocks 1601
   "$b/bench/bench_rollout" --config "$cfg" --engine native --runs 2 --new-tokens 64
   python3 "$(dirname "$0")/hf_generate.py" "$out/qwen2-0.5b" --mode dynamic --new-tokens "$hf_new"
   [ "${HF_STATIC:-1}" = 0 ] || timeout 300 python3 "$(dirname "$0")/hf_generate.py" "$out/qwen2-0.5b" --mode static-compile --new-tokens "$hf_new" \

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -272,43 +273,26 @@ std::pair<torch::Tensor, torch::Tensor> SlotRollout::sample(const torch::Tensor&
 
 void SlotRollout::decode_step(int64_t b, const Sampler& s) {
   const int64_t h = config_.num_attention_heads, kvh = config_.num_key_value_heads, d = config_.head_dim();
-  const int64_t L = max_len_, R = resp_len_;
+  const int64_t R = resp_len_, bs = options_.block_size;
   auto tok = tok_.narrow(0, 0, b), len = len_.narrow(0, 0, b), rpos = rpos_.narrow(0, 0, b);
   auto active = active_.narrow(0, 0, b);
-  const bool fused = kFusedKernels && device_.is_cuda();
+  auto table = block_table_.narrow(0, 0, b);
 
   auto x = embed(tok);  // [b, H]
   auto cos = rope_cos_.index_select(0, len).unsqueeze(1), sin = rope_sin_.index_select(0, len).unsqueeze(1);
-  auto valid = positions_.unsqueeze(0) <= len.unsqueeze(1);  // [b, L]: the keys so far and this one
-  if (config_.sliding_window > 0)
-    valid = valid.logical_and(positions_.unsqueeze(0) > (len - config_.sliding_window).unsqueeze(1));
-  valid = valid.view({b, 1, 1, L});
-  torch::Tensor mask;  // additive, for the written-out attention
-  if (!fused)
-    mask = torch::zeros({b, 1, 1, L}, torch::TensorOptions().dtype(torch::kFloat32).device(device_))
-               .masked_fill(valid.logical_not(), kMaskValue);
-  auto write_at = len.view({b, 1, 1, 1}).expand({b, kvh, 1, d});
+  // Where this step's key and value go: position len of the slot's blocks (free slots' rows
+  // point at the reserved block 0), as a row of the cache viewed [blocks * block_size, kvh, d].
+  auto write_row = table.gather(1, len.div(bs, "floor").unsqueeze(1)).squeeze(1) * bs + len.remainder(bs);
+  auto lengths = len + 1;  // the keys so far and this one
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (size_t i = 0; i < layers_.size(); ++i) {
     const auto& l = layers_[i];
     auto qkv = lin(rms(x, l.in_norm), l.qkv_w, l.qkv_b);  // [b, (h + 2 kvh) d]
     auto [q, k] = rotated_qk(l, qkv, cos, sin);            // [b, h, d], [b, kvh, d] fp32
-    auto v = qkv.narrow(-1, (h + kvh) * d, kvh * d).reshape({b, kvh, 1, d});
-    auto kc = kc_[i].narrow(0, 0, b), vc = vc_[i].narrow(0, 0, b);
-    kc.scatter_(2, write_at, k.unsqueeze(2).to(dt_));
-    vc.scatter_(2, write_at, v.to(dt_));
-    // Grouped-query attention without repeating k/v: the h/kvh query heads of a kv head are
-    // the query rows of one attention against that head's keys.
-    auto qg = q.reshape({b, kvh, h / kvh, d}).to(dt_);
-    torch::Tensor o;
-    if (fused) {
-#if VERL_SLOT_FUSED_KERNELS
-      o = at::scaled_dot_product_attention(qg, kc, vc, valid, 0.0, false, scale);
-#endif
-    } else {
-      auto scores = torch::matmul(qg, kc.transpose(2, 3)).to(torch::kFloat32) * scale;  // [b, kvh, g, L]
-      o = torch::matmul(torch::softmax(scores + mask, -1).to(dt_), vc);
-    }
+    auto v = qkv.narrow(-1, (h + kvh) * d, kvh * d).reshape({b, kvh, d});
+    kc_[i].view({-1, kvh, d}).index_copy_(0, write_row, k.to(dt_));
+    vc_[i].view({-1, kvh, d}).index_copy_(0, write_row, v.to(dt_));
+    auto o = paged_decode_attention(q.to(dt_), kc_[i], vc_[i], table, lengths, config_.sliding_window, scale);
     x = x + row_out(lin(o.reshape({b, h * d}), l.o_w, l.o_b));
     x = x + mlp(l, rms(x, l.post_norm));
   }
@@ -330,48 +314,65 @@ void SlotRollout::decode_step(int64_t b, const Sampler& s) {
 
 // ---- cache and slots ------------------------------------------------------------------------
 
-int64_t SlotRollout::slots_for(int64_t sequences, int64_t max_len) const {
-  int64_t slots = std::min(options_.max_num_seqs, sequences);
+int64_t SlotRollout::kv_blocks_for(int64_t slots, int64_t max_len) const {
+  const int64_t per_seq = blocks_for(max_len, options_.block_size);
+  const int64_t all = slots * per_seq + 1;  // + the reserved block
+  if (options_.kv_blocks_override > 0) {
+    if (options_.kv_blocks_override < per_seq + 1)
+      throw Error{ExitCode::kInvalidConfig,
+                  "rollout: " + std::to_string(options_.kv_blocks_override) + " KV-cache blocks cannot hold one sequence of " +
+                      std::to_string(max_len) + " positions (" + std::to_string(per_seq) + " blocks + 1 reserved)",
+                  "give the engine more blocks"};
+    return options_.kv_blocks_override;
+  }
 #if VERL_TORCH_HAS_CUDA
   if (device_.is_cuda()) {
     c10::cuda::CUDAGuard guard(device_);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) throw Error{ExitCode::kFailure, "rollout: cudaMemGetInfo failed", ""};
     const double elem = static_cast<double>(torch::elementSize(dt_));
-    // Per slot: its keys and values in every layer, and the step's [V] logits in fp32 about six
-    // times over (logits, tempered, softmax, cumsum, the comparison, log-softmax).
-    const double per_slot = 2.0 * static_cast<double>(config_.num_hidden_layers * config_.num_key_value_heads *
-                                                      max_len * config_.head_dim()) * elem +
-                            24.0 * static_cast<double>(config_.vocab_size);
-    const double in_use = static_cast<double>(total_b - free_b);
-    const double budget = options_.gpu_memory_utilization * static_cast<double>(total_b) - in_use;
-    const int64_t fit = budget > 0 ? static_cast<int64_t>(budget / per_slot) : 0;
-    if (fit < 1) {
+    const double per_block = 2.0 * static_cast<double>(config_.num_hidden_layers * config_.num_key_value_heads *
+                                                       options_.block_size * config_.head_dim()) * elem;
+    // Per slot, the step's [V] logits in fp32 about six times over (logits, tempered, softmax,
+    // cumsum, the comparison, log-softmax).
+    const double per_slot = 24.0 * static_cast<double>(config_.vocab_size);
+    // This engine's own cache (free_cache_engine=false keeps it between calls) is not "in use"
+    // by others: it is what the new one replaces.
+    const double own = static_cast<double>(kv_blocks_) * per_block;
+    const double in_use = static_cast<double>(total_b - free_b) - own;
+    const double budget = options_.gpu_memory_utilization * static_cast<double>(total_b) - in_use -
+                          static_cast<double>(slots) * per_slot;
+    const int64_t fit = budget > 0 ? static_cast<int64_t>(budget / per_block) : 0;
+    if (fit < per_seq + 1) {
       auto gb = [](double b) { return std::to_string(static_cast<int64_t>(b / 1e8) / 10.0).substr(0, 5) + " GB"; };
       throw Error{ExitCode::kFailure,
                   "rollout: actor_rollout_ref.rollout.gpu_memory_utilization=" +
                       std::to_string(options_.gpu_memory_utilization) + " of " + gb(static_cast<double>(total_b)) +
-                      " on " + device_.str() + " leaves no room for one sequence's KV cache (" + gb(per_slot) +
-                      " at max_model_len " + std::to_string(max_len) + "): " + gb(in_use) + " are in use already",
+                      " on " + device_.str() + " leaves no room for one sequence's KV cache (" +
+                      gb(static_cast<double>(per_seq + 1) * per_block) + " at max_model_len " + std::to_string(max_len) +
+                      "): " + gb(in_use) + " are in use already",
                   "raise actor_rollout_ref.rollout.gpu_memory_utilization, or shorten data.max_prompt_length / "
                   "data.max_response_length"};
     }
-    slots = std::min(slots, fit);
+    return std::min(all, fit);
   }
 #endif
-  return std::max<int64_t>(slots, 1);
+  return all;
 }
 
-void SlotRollout::ensure_cache(int64_t slots, int64_t max_len, int64_t resp_len, int64_t stop_count) {
-  if (slots == slots_ && max_len == max_len_ && resp_len == resp_len_ && stop_count == stop_count_ && !kc_.empty())
+void SlotRollout::ensure_cache(int64_t slots, int64_t max_len, int64_t resp_len, int64_t stop_count, int64_t blocks) {
+  if (slots == slots_ && max_len == max_len_ && resp_len == resp_len_ && stop_count == stop_count_ &&
+      blocks == kv_blocks_ && !kc_.empty())
     return;
   release_cache();
   const auto opts = torch::TensorOptions().device(device_);
-  const int64_t kvh = config_.num_key_value_heads, d = config_.head_dim();
+  const int64_t kvh = config_.num_key_value_heads, d = config_.head_dim(), bs = options_.block_size;
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
-    kc_.push_back(torch::zeros({slots, kvh, max_len, d}, opts.dtype(dt_)));
-    vc_.push_back(torch::zeros({slots, kvh, max_len, d}, opts.dtype(dt_)));
+    kc_.push_back(torch::zeros({blocks, bs, kvh, d}, opts.dtype(dt_)));
+    vc_.push_back(torch::zeros({blocks, bs, kvh, d}, opts.dtype(dt_)));
   }
+  table_host_ = torch::zeros({slots, blocks_for(max_len, bs)}, torch::kLong);
+  block_table_ = table_host_.to(device_);
   tok_ = torch::zeros({slots}, opts.dtype(torch::kLong));
   len_ = torch::zeros({slots}, opts.dtype(torch::kLong));
   rpos_ = torch::zeros({slots}, opts.dtype(torch::kLong));
@@ -382,9 +383,7 @@ void SlotRollout::ensure_cache(int64_t slots, int64_t max_len, int64_t resp_len,
   positions_ = torch::arange(max_len, opts.dtype(torch::kLong));
   std::tie(rope_cos_, rope_sin_) = rope(positions_);
   stops_ = torch::zeros({stop_count}, opts.dtype(torch::kLong));
-  slots_ = slots, max_len_ = max_len, resp_len_ = resp_len, stop_count_ = stop_count;
-  stats_.kv_cache_gb = 2.0 * static_cast<double>(config_.num_hidden_layers * slots * kvh * max_len * d) *
-                       static_cast<double>(torch::elementSize(dt_)) / 1e9;
+  slots_ = slots, max_len_ = max_len, resp_len_ = resp_len, stop_count_ = stop_count, kv_blocks_ = blocks;
 }
 
 void SlotRollout::release_cache() {
@@ -396,8 +395,51 @@ void SlotRollout::release_cache() {
   kc_.clear();
   vc_.clear();
   tok_ = len_ = rpos_ = active_ = unif_ = resp_ = logp_ = positions_ = rope_cos_ = rope_sin_ = stops_ = torch::Tensor();
-  slots_ = max_len_ = resp_len_ = 0;
+  block_table_ = table_host_ = torch::Tensor();
+  host_.clear();
+  pool_ = KvBlockPool();
+  slots_ = max_len_ = resp_len_ = kv_blocks_ = 0;
   stop_count_ = -1;
+}
+
+bool SlotRollout::assign_blocks(int64_t i, int64_t seq, int64_t positions, int64_t twin, int64_t shared) {
+  const int64_t need = blocks_for(positions, options_.block_size);
+  auto fresh = pool_.allocate(need - shared);
+  if (need - shared > 0 && fresh.empty()) return false;
+  auto& st = host_[static_cast<size_t>(i)];
+  st = SlotState{};
+  st.seq = seq;
+  for (int64_t j = 0; j < shared; ++j) {
+    const int64_t blk = host_[static_cast<size_t>(twin)].blocks[static_cast<size_t>(j)];
+    pool_.share(blk);
+    st.blocks.push_back(blk);
+  }
+  st.blocks.insert(st.blocks.end(), fresh.begin(), fresh.end());
+  stats_.shared_kv_blocks += shared;
+  write_table_row(i);
+  return true;
+}
+
+void SlotRollout::free_slot(int64_t i) {
+  auto& st = host_[static_cast<size_t>(i)];
+  pool_.release(st.blocks);
+  st = SlotState{};
+  write_table_row(i);
+}
+
+void SlotRollout::write_table_row(int64_t i) {
+  auto row = table_host_[i];
+  row.zero_();
+  const auto& blocks = host_[static_cast<size_t>(i)].blocks;
+  auto* p = row.data_ptr<int64_t>();
+  for (size_t j = 0; j < blocks.size(); ++j) p[j] = blocks[j];
+  table_dirty_ = true;
+}
+
+void SlotRollout::upload_table() {
+  if (!table_dirty_) return;
+  block_table_.copy_(table_host_);
+  table_dirty_ = false;
 }
 
 std::vector<int64_t> SlotRollout::buckets() const {
@@ -482,6 +524,27 @@ void SlotRollout::prefill_chunk(const std::vector<std::vector<int64_t>>& unique,
                .masked_fill(allowed.logical_not(), kMaskValue);
   const auto slot_t = long_tensor(slots, device_);
   const auto slot_unique_t = long_tensor(slot_unique, device_);
+  // Each slot's prompt keys/values go to its blocks: row (prompt r, position t) of this chunk's
+  // [u * tp] keys to row block * block_size + t % block_size of the cache. Blocks that samples
+  // of one prompt share are written once.
+  std::vector<int64_t> src, dst;
+  {
+    const int64_t bs = options_.block_size;
+    std::vector<bool> seen;
+    for (size_t j = 0; j < slots.size(); ++j) {
+      const int64_t r = slot_unique[j];
+      const auto& blocks = host_[static_cast<size_t>(slots[j])].blocks;
+      for (int64_t t = 0; t < plen[static_cast<size_t>(r)]; ++t) {
+        const int64_t row = blocks[static_cast<size_t>(t / bs)] * bs + t % bs;
+        if (static_cast<size_t>(row) >= seen.size()) seen.resize(static_cast<size_t>(row) + 1, false);
+        if (seen[static_cast<size_t>(row)]) continue;
+        seen[static_cast<size_t>(row)] = true;
+        src.push_back(r * tp + t);
+        dst.push_back(row);
+      }
+    }
+  }
+  const auto src_rows = long_tensor(src, device_), dst_rows = long_tensor(dst, device_);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
 
   auto x = embed(ids);  // [u, tp, H]
@@ -492,8 +555,8 @@ void SlotRollout::prefill_chunk(const std::vector<std::vector<int64_t>>& unique,
     auto q = qk.first.transpose(1, 2);                     // [u, h, tp, d] fp32
     auto k = qk.second.transpose(1, 2).to(dt_);            // [u, kvh, tp, d]
     auto v = qkv.narrow(-1, (h + kvh) * d, kvh * d).reshape({u, tp, kvh, d}).transpose(1, 2).to(dt_);
-    kc_[i].narrow(2, 0, tp).index_copy_(0, slot_t, k.index_select(0, slot_unique_t));
-    vc_[i].narrow(2, 0, tp).index_copy_(0, slot_t, v.index_select(0, slot_unique_t));
+    kc_[i].view({-1, kvh, d}).index_copy_(0, dst_rows, k.transpose(1, 2).reshape({u * tp, kvh, d}).index_select(0, src_rows));
+    vc_[i].view({-1, kvh, d}).index_copy_(0, dst_rows, v.transpose(1, 2).reshape({u * tp, kvh, d}).index_select(0, src_rows));
     torch::Tensor o;  // [u, tp, h * d]
     if (fused) {
 #if VERL_SLOT_FUSED_KERNELS
@@ -552,10 +615,13 @@ void SlotRollout::compact(const std::vector<int64_t>& live) {
   const int64_t n = static_cast<int64_t>(live.size());
   const auto src = long_tensor(live, device_);
   auto move = [&](torch::Tensor& t) { t.narrow(0, 0, n).copy_(t.index_select(0, src)); };
-  for (auto& k : kc_) move(k);
-  for (auto& v : vc_) move(v);
   for (auto* t : {&tok_, &len_, &rpos_, &active_, &unif_, &resp_, &logp_}) move(*t);
   active_.narrow(0, n, slots_ - n).fill_(false);
+  // The sequences keep their blocks: only their table rows move.
+  std::vector<SlotState> moved(static_cast<size_t>(slots_));
+  for (int64_t j = 0; j < n; ++j) moved[static_cast<size_t>(j)] = std::move(host_[static_cast<size_t>(live[static_cast<size_t>(j)])]);
+  host_.swap(moved);
+  for (int64_t i = 0; i < slots_; ++i) write_table_row(i);
 }
 
 // ---- generate --------------------------------------------------------------------------------
@@ -581,9 +647,18 @@ RolloutBatch SlotRollout::generate(const std::vector<std::vector<int64_t>>& prom
   for (const auto& q : prompts) TORCH_CHECK(!q.empty(), "generate: an empty prompt");
 
   const int64_t max_len = p + r;
-  ensure_cache(slots_for(n, max_len), max_len, r, static_cast<int64_t>(options.stop_token_ids.size()));
+  const int64_t slots = std::max<int64_t>(1, std::min(options_.max_num_seqs, n));
+  ensure_cache(slots, max_len, r, static_cast<int64_t>(options.stop_token_ids.size()), kv_blocks_for(slots, max_len));
+  pool_ = KvBlockPool(kv_blocks_);
+  host_.assign(static_cast<size_t>(slots_), SlotState{});
+  table_host_.zero_();
+  table_dirty_ = true;
   stats_.slots = slots_;
   stats_.max_model_len = max_len;
+  stats_.kv_blocks = kv_blocks_;
+  stats_.kv_cache_gb = 2.0 * static_cast<double>(config_.num_hidden_layers * kv_blocks_ * options_.block_size *
+                                                 config_.num_key_value_heads * config_.head_dim()) *
+                       static_cast<double>(torch::elementSize(dt_)) / 1e9;
   if (!options.stop_token_ids.empty()) stops_.copy_(torch::tensor(options.stop_token_ids, torch::kLong));
   const auto dev = torch::TensorOptions().device(device_);
   all_unif_ = torch::Tensor();
@@ -600,66 +675,135 @@ RolloutBatch SlotRollout::generate(const std::vector<std::vector<int64_t>>& prom
   out_logp_ = torch::zeros({n, r}, dev.dtype(torch::kFloat32));
   active_.fill_(false);
 
-  // Host view of the slots: which sequence each holds (-1: free), and a bound on the steps it
-  // still needs, so that the last checks do not run past the longest live sequence.
-  std::vector<int64_t> slot_seq(static_cast<size_t>(slots_), -1), slot_left(static_cast<size_t>(slots_), 0);
-  int64_t next_seq = 0;
-  auto fill_free = [&](int64_t limit) {
-    std::vector<int64_t> slots, seqs;
-    for (int64_t i = 0; i < limit && next_seq < n; ++i)
-      if (slot_seq[static_cast<size_t>(i)] < 0) {
-        slots.push_back(i);
-        seqs.push_back(next_seq);
-        slot_seq[static_cast<size_t>(i)] = next_seq++;
-        slot_left[static_cast<size_t>(i)] = r - 1;
-      }
-    if (!slots.empty()) admit(slots, seqs, prompts, s);
+  const int64_t bs = options_.block_size, lookahead = options_.steps_per_check;
+  // As vLLM's: when the pool cannot hold every slot at max_model_len, admission leaves a little
+  // room for the live sequences to grow.
+  const int64_t watermark = kv_blocks_ > slots_ * blocks_for(max_len, bs) ? 0 : std::max<int64_t>(1, kv_blocks_ / 100);
+  std::deque<int64_t> waiting(static_cast<size_t>(n));
+  std::iota(waiting.begin(), waiting.end(), 0);
+  int64_t admissions = 0;
+  auto occupied = [&](int64_t i) { return host_[static_cast<size_t>(i)].seq >= 0; };
+  auto live_count = [&] {
+    int64_t c = 0;
+    for (int64_t i = 0; i < slots_; ++i) c += occupied(i);
+    return c;
   };
-  fill_free(slots_);
-  int64_t bucket = bucket_for(std::min(slots_, n));
+  // Waiting sequences into free slots (lowest first), while the pool has their prompt's blocks
+  // and the next steps' (less what a sample shares with its prompt's twin just admitted).
+  auto admit_waiting = [&] {
+    std::vector<int64_t> slots, seqs;
+    const bool others = live_count() > 0;
+    for (int64_t i = 0; i < slots_ && !waiting.empty(); ++i) {
+      if (occupied(i)) continue;
+      const int64_t seq = waiting.front();
+      const auto& prompt = prompts[static_cast<size_t>(seq)];
+      const int64_t plen = static_cast<int64_t>(prompt.size());
+      const int64_t positions = std::min(plen + lookahead, max_len);
+      const bool twin = !seqs.empty() && prompts[static_cast<size_t>(seqs.back())] == prompt;
+      const int64_t shared = twin ? plen / bs : 0;
+      const int64_t fresh = blocks_for(positions, bs) - shared;
+      if (pool_.free_blocks() - fresh < ((others || !slots.empty()) ? watermark : 0)) break;
+      if (!assign_blocks(i, seq, positions, twin ? slots.back() : -1, shared)) break;
+      auto& st = host_[static_cast<size_t>(i)];
+      st.left = r - 1;
+      st.len = plen;
+      st.admitted = admissions++;
+      waiting.pop_front();
+      slots.push_back(i);
+      seqs.push_back(seq);
+    }
+    if (slots.empty()) return;
+    upload_table();
+    admit(slots, seqs, prompts, s);
+  };
+  // Slot i's sequence back to the front of the queue: it starts again when blocks free up.
+  auto preempt = [&](int64_t i) {
+    waiting.push_front(host_[static_cast<size_t>(i)].seq);
+    free_slot(i);
+    active_.narrow(0, i, 1).fill_(false);
+    stats_.preemptions += 1;
+  };
+  // Blocks for the next `steps` positions of every live slot, oldest first; when the pool is
+  // dry, the youngest sequences are preempted (vLLM's recompute preemption).
+  auto grow = [&](int64_t bucket, int64_t steps) {
+    std::vector<int64_t> order;
+    for (int64_t i = 0; i < bucket; ++i)
+      if (occupied(i)) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return host_[static_cast<size_t>(a)].admitted < host_[static_cast<size_t>(b)].admitted;
+    });
+    for (size_t k = 0; k < order.size(); ++k) {
+      const int64_t i = order[k];
+      if (!occupied(i)) continue;
+      auto& st = host_[static_cast<size_t>(i)];
+      const int64_t need = blocks_for(std::min(st.len + steps, max_len), bs);
+      while (static_cast<int64_t>(st.blocks.size()) < need) {
+        auto got = pool_.allocate(1);
+        if (!got.empty()) {
+          st.blocks.push_back(got[0]);
+          write_table_row(i);
+          continue;
+        }
+        int64_t victim = i;  // the youngest live one
+        for (size_t j = k + 1; j < order.size(); ++j)
+          if (occupied(order[j])) victim = order[j];
+        preempt(victim);
+        if (victim == i) break;
+      }
+    }
+  };
+
+  int64_t bucket = 0;
   while (true) {
+    if (!waiting.empty()) {
+      admit_waiting();
+      int64_t top = 0;  // the bucket covers the highest occupied slot
+      for (int64_t i = 0; i < slots_; ++i)
+        if (occupied(i)) top = i + 1;
+      if (top == 0)  // nothing live: every block is free, so the first waiting sequence must fit
+        throw Error{ExitCode::kFailure,
+                    "rollout: no sequence could be admitted with " + std::to_string(pool_.free_blocks()) +
+                        " free KV-cache blocks (internal error)",
+                    "report it with the model's shape and data.max_prompt_length / max_response_length"};
+      bucket = bucket_for(top);
+    }
     int64_t live_max_left = 0;
     for (int64_t i = 0; i < bucket; ++i)
-      if (slot_seq[static_cast<size_t>(i)] >= 0) live_max_left = std::max(live_max_left, slot_left[static_cast<size_t>(i)]);
+      if (occupied(i)) live_max_left = std::max(live_max_left, host_[static_cast<size_t>(i)].left);
     const int64_t steps = std::min(options_.steps_per_check, live_max_left);
+    grow(bucket, steps);
+    upload_table();
     for (int64_t k = 0; k < steps; ++k) run_step(bucket, s);
     stats_.decode_steps += steps;
     stats_.decode_row_steps += steps * bucket;
-    for (auto& left : slot_left) left = std::max<int64_t>(0, left - steps);
-    // The one host sync per check: which slots are still live.
-    auto act = active_.narrow(0, 0, bucket).to(torch::kCPU);
+    // The one host sync per check: which slots are still live, and their lengths.
+    auto state = torch::stack({active_.narrow(0, 0, bucket).to(torch::kLong), len_.narrow(0, 0, bucket)}).to(torch::kCPU);
     stats_.host_checks += 1;
-    const bool* a = act.data_ptr<bool>();
+    const auto sa = state.accessor<int64_t, 2>();
     std::vector<int64_t> done_slots, done_seqs, live;
     for (int64_t i = 0; i < bucket; ++i) {
-      if (slot_seq[static_cast<size_t>(i)] < 0) continue;
-      if (a[i]) {
+      if (!occupied(i)) continue;
+      auto& st = host_[static_cast<size_t>(i)];
+      st.left = std::max<int64_t>(0, st.left - steps);
+      st.len = sa[1][i];
+      if (sa[0][i] != 0) {
         live.push_back(i);
       } else {
         done_slots.push_back(i);
-        done_seqs.push_back(slot_seq[static_cast<size_t>(i)]);
-        slot_seq[static_cast<size_t>(i)] = -1;
+        done_seqs.push_back(st.seq);
       }
     }
     harvest(done_slots, done_seqs);
-    if (next_seq < n) {
-      if (!done_slots.empty()) fill_free(bucket);
-      continue;
-    }
+    for (auto i : done_slots) free_slot(i);
+    if (!waiting.empty()) continue;
     if (live.empty()) break;
     const int64_t smaller = bucket_for(static_cast<int64_t>(live.size()));
     if (smaller < bucket) {
       compact(live);
-      std::vector<int64_t> seq_moved(static_cast<size_t>(slots_), -1), left_moved(static_cast<size_t>(slots_), 0);
-      for (size_t j = 0; j < live.size(); ++j) {
-        seq_moved[j] = slot_seq[static_cast<size_t>(live[j])];
-        left_moved[j] = slot_left[static_cast<size_t>(live[j])];
-      }
-      slot_seq.swap(seq_moved);
-      slot_left.swap(left_moved);
       bucket = smaller;
     }
   }
+  stats_.peak_kv_blocks = pool_.peak_used();
 
   // verl's layout, as NativeRollout returns it.
   RolloutBatch out;

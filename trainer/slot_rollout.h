@@ -1,23 +1,29 @@
 // SlotRollout: the rollout engine for GPUs (actor_rollout_ref.rollout.name vllm or sglang, the
 // engines verl would use), built the way serving engines are:
-// - a KV cache allocated once per shape as S slots of max_model_len positions (S from
-//   rollout.max_num_seqs, the number of sequences, and rollout.gpu_memory_utilization), in the
-//   weights' dtype; each decode step writes one key/value per slot in place (no concatenation);
-// - continuous batching: every slot holds one sequence; a sequence that stops leaves its slot at
-//   the next host check and a waiting one is prefilled into it, until all
-//   data.train_batch_size * rollout.n sequences are done; identical prompts in one admission (the
-//   rollout.n samples of a prompt) are prefilled once and their keys/values copied to each slot;
-//   prefill runs in chunks of at most rollout.max_num_batched_tokens prompt tokens;
+// - a paged KV cache (trainer/paged_kv.h): each layer's keys and values live in one pool of
+//   blocks of 16 positions, allocated once per shape, as many as rollout.gpu_memory_utilization
+//   leaves room for (at most what every slot at max_model_len would take), in the weights'
+//   dtype. A sequence holds the blocks its length needs: the prompt's at admission, more as it
+//   grows (checked every few steps, ahead of the steps to come); the rollout.n samples of a
+//   prompt admitted together share the blocks their prompt fills. When the pool runs dry the
+//   youngest sequence is preempted: its blocks are freed and it starts again later (its tokens
+//   are drawn from its own uniforms, so it samples the same ones again);
+// - S slots (rollout.max_num_seqs, at most the number of sequences) and continuous batching:
+//   a sequence that stops leaves its slot at the next host check and a waiting one is prefilled
+//   into it, while the pool has blocks for it, until all data.train_batch_size * rollout.n
+//   sequences are done; identical prompts in one admission are prefilled once and their
+//   keys/values written to each sequence's blocks; prefill runs in chunks of at most
+//   rollout.max_num_batched_tokens prompt tokens;
 // - the decode step (embedding, every layer, LM head, sampling, stop checks, the slot
-//   bookkeeping) touches only device tensors at fixed addresses, so on CUDA it is captured once
-//   per batch-size bucket as a CUDA graph and replayed (rollout.enforce_eager=true turns graphs
-//   off; rollout.cudagraph_capture_sizes picks the buckets, else powers of two up to S); the host
-//   looks at the slots only every few steps;
+//   bookkeeping) touches only device tensors at fixed addresses (the cache, the block table, the
+//   slot state), so on CUDA it is captured once per batch-size bucket as a CUDA graph and
+//   replayed (rollout.enforce_eager=true turns graphs off; rollout.cudagraph_capture_sizes picks
+//   the buckets, else powers of two up to S); its attention reads each sequence's blocks up to
+//   its length (one CUDA kernel for bf16/fp16); the host looks at the slots only every few steps;
 // - when the waiting queue is empty and half a bucket has finished, the live slots are moved to
-//   the front and the next smaller bucket runs;
+//   the front (their block-table rows move, not their keys) and the next smaller bucket runs;
 // - rollout.free_cache_engine=true releases the cache (and the graphs that point into it) after
 //   each generate, so that training gets the memory back.
-// It is not paged: a slot reserves max_model_len positions whatever its sequence's length.
 //
 // Numbers: the same layers as CausalLm (trainer/model.h), in the compute dtype, with the
 // residual stream, norms, softmax and RoPE in fp32. Fewer kernels per layer than the module's
@@ -42,6 +48,7 @@
 #include <torch/torch.h>
 
 #include "trainer/model.h"
+#include "trainer/paged_kv.h"
 #include "trainer/rollout_engine.h"
 #include "trainer/tensor_parallel.h"
 
@@ -55,6 +62,8 @@ struct SlotRolloutOptions {
   bool free_cache_engine = true;        // release the KV cache after each generate
   std::vector<int64_t> cudagraph_capture_sizes;  // empty: 1, 2, 4, ... up to the slot count
   int64_t steps_per_check = 8;          // decode steps between looks at the slots from the host
+  int64_t block_size = 16;              // positions per KV-cache block
+  int64_t kv_blocks_override = 0;       // > 0: the pool's block count (tests), instead of from memory
 
   static SlotRolloutOptions from(const RolloutConfig& rollout);
 };
@@ -71,6 +80,10 @@ struct SlotRolloutStats {
   int64_t graph_captures = 0;
   double capture_s = 0;
   double kv_cache_gb = 0;
+  int64_t kv_blocks = 0;           // blocks in the pool (block 0 reserved)
+  int64_t peak_kv_blocks = 0;      // most blocks held at once
+  int64_t shared_kv_blocks = 0;    // block references that a sample took from its prompt's twin
+  int64_t preemptions = 0;         // sequences sent back to the queue for want of blocks
 };
 
 // The inverse-CDF draw of NativeRollout (the first token whose cumulative probability reaches
@@ -124,8 +137,23 @@ class SlotRollout final : public RolloutEngine {
   };
   class Graphs;  // CUDA graphs by (bucket, sampler); empty in builds without CUDA
 
-  void ensure_cache(int64_t slots, int64_t max_len, int64_t resp_len, int64_t stop_count);
-  int64_t slots_for(int64_t sequences, int64_t max_len) const;
+  // The host's view of a slot: the sequence it holds (-1: free), the decode steps it may still
+  // need, its length (the position its next key goes to), when it was admitted, its blocks.
+  struct SlotState {
+    int64_t seq = -1, left = 0, len = 0, admitted = 0;
+    std::vector<int64_t> blocks;
+  };
+
+  void ensure_cache(int64_t slots, int64_t max_len, int64_t resp_len, int64_t stop_count, int64_t blocks);
+  // The pool's block count for `slots` sequences of at most max_len positions: all they could
+  // need, or what rollout.gpu_memory_utilization leaves room for on CUDA.
+  int64_t kv_blocks_for(int64_t slots, int64_t max_len) const;
+  // Gives slot i (free) the blocks of `seq`'s first `positions` positions, the first `shared` of
+  // them taken from slot `twin` (same prompt); false when the pool lacks them.
+  bool assign_blocks(int64_t i, int64_t seq, int64_t positions, int64_t twin, int64_t shared);
+  void free_slot(int64_t i);
+  void write_table_row(int64_t i);
+  void upload_table();
   std::vector<int64_t> buckets() const;
   int64_t bucket_for(int64_t live) const;
 
@@ -172,8 +200,13 @@ class SlotRollout final : public RolloutEngine {
   torch::Tensor embed_, final_norm_, lm_w_, inv_freq_;
 
   // The cache and the slot state: fixed addresses while a graph may point at them.
-  int64_t slots_ = 0, max_len_ = 0, resp_len_ = 0, stop_count_ = -1;
-  std::vector<torch::Tensor> kc_, vc_;  // per layer [S, kvh, L, d]
+  int64_t slots_ = 0, max_len_ = 0, resp_len_ = 0, stop_count_ = -1, kv_blocks_ = 0;
+  std::vector<torch::Tensor> kc_, vc_;  // per layer [blocks, block_size, kvh, d]
+  torch::Tensor block_table_;           // [S, blocks per max_model_len] int64, on the device
+  torch::Tensor table_host_;            // its host copy, uploaded when changed
+  bool table_dirty_ = false;
+  KvBlockPool pool_;
+  std::vector<SlotState> host_;         // by slot
   torch::Tensor tok_, len_, rpos_, active_;  // [S]: input token, its position, tokens generated, live
   torch::Tensor unif_;                       // [S, R] the slot's sequence's uniforms
   torch::Tensor resp_, logp_;                // [S, R+1]; column R takes the writes of finished slots

@@ -142,6 +142,66 @@ TEST(SlotRollout, TheSamplesOfAPromptShareOnePrefill) {
   EXPECT_FALSE(torch::equal(r[0], r[1]));
 }
 
+// The blocks the samples of a prompt share: the ones their prompt fills. Blocks of 2 positions
+// and prompts of 2..8 tokens: every prompt fills at least one.
+TEST(SlotRollout, TheSamplesOfAPromptShareTheBlocksTheirPromptFills) {
+  const auto c = tiny();
+  auto m = policy(c);
+  const auto base = prompts(5);
+  std::vector<std::vector<int64_t>> ps;
+  std::vector<uint64_t> ss;
+  int64_t full_blocks = 0;
+  for (const auto& p : base) {
+    for (int j = 0; j < 3; ++j) ps.push_back(p);
+    full_blocks += 2 * static_cast<int64_t>(p.size() / 2);  // the second and third sample's
+  }
+  const auto opt = options(true, {});
+  const auto ref = generate(m, ps, opt, seeds(ps.size()), torch::kCPU);
+  auto o = slots(15);
+  o.block_size = 2;
+  SlotRollout engine(c, torch::kCPU, o);
+  engine.load_weights(weights_of(m));
+  expect_same(ref, engine.generate(ps, opt, seeds(ps.size())), "shared blocks");
+  EXPECT_EQ(engine.last_stats().shared_kv_blocks, full_blocks);
+  EXPECT_EQ(engine.last_stats().preemptions, 0);
+}
+
+// A pool too small for every slot at once: sequences wait for blocks, the youngest are
+// preempted when the live ones grow past the pool, and the tokens are still the native loop's
+// (a preempted sequence starts again and draws the same uniforms).
+TEST(SlotRollout, ASmallBlockPoolPreemptsAndStillSamplesTheNativeLoopsTokens) {
+  const auto c = tiny();
+  auto m = policy(c);
+  const auto ps = prompts(10);  // 2..8 tokens, 12 new: at most 20 positions = 5 blocks of 4
+  for (bool sample : {false, true}) {
+    const auto opt = options(sample, {});
+    const auto ref = generate(m, ps, opt, seeds(10), torch::kCPU);
+    auto o = slots(10);
+    o.block_size = 4;
+    o.kv_blocks_override = 1 + 12;  // room for 2.4 whole sequences
+    SlotRollout engine(c, torch::kCPU, o);
+    engine.load_weights(weights_of(m));
+    expect_same(ref, engine.generate(ps, opt, sample ? seeds(10) : std::vector<uint64_t>{}),
+                sample ? "sampled" : "greedy");
+    const auto& st = engine.last_stats();
+    EXPECT_GT(st.preemptions, 0) << (sample ? "sampled" : "greedy");
+    EXPECT_LE(st.peak_kv_blocks, 12);
+    EXPECT_EQ(st.kv_blocks, 13);
+  }
+  // Fewer blocks than one sequence needs: a clear error, not a hang.
+  auto o = slots(2);
+  o.block_size = 4;
+  o.kv_blocks_override = 4;
+  SlotRollout engine(c, torch::kCPU, o);
+  engine.load_weights(weights_of(m));
+  try {
+    engine.generate(ps, options(false, {}), {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot hold one sequence of 20 positions"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SlotRollout, MaxNumBatchedTokensSplitsThePrefill) {
   const auto c = tiny();
   auto m = policy(c);
