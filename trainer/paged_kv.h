@@ -5,11 +5,7 @@
 // - KvBlockPool: the host-side allocator of block ids, with reference counts (shared blocks).
 //   Block 0 is never handed out: free slots' table rows point at it, so a decode step may write
 //   there without touching a live sequence.
-// - paged_decode_attention: one query position per sequence against its cached keys/values
-//   through the block table. On CUDA (bf16 / fp16, head_dim 64 or 128, up to 8 query heads per
-//   kv head) one kernel reads each sequence's blocks up to its length; elsewhere the blocks are
-//   gathered into a [b, kv_heads, width, d] view and attended with a mask (the reference the
-//   kernel is tested against).
+// Attention through the block table is trainer/decode_ops.h's paged_decode_attention.
 #pragma once
 
 #include <cstdint>
@@ -42,22 +38,5 @@ class KvBlockPool {
 
 // Blocks of `block_size` positions that `positions` positions need.
 inline int64_t blocks_for(int64_t positions, int64_t block_size) { return (positions + block_size - 1) / block_size; }
-
-// q [b, h, d] (one position per sequence), k_cache / v_cache [num_blocks, block_size, kvh, d],
-// block_table [>= b, max_blocks] int64 (row i: sequence i's blocks), lengths [b] int64: the
-// number of cached positions sequence i attends (positions 0..lengths[i]-1, or the last `window`
-// of them when window > 0). Returns [b, h, d] in q's dtype: softmax(q k^T * scale) v per head,
-// the query heads of a kv head sharing it (grouped-query attention).
-torch::Tensor paged_decode_attention(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
-                                     const torch::Tensor& block_table, const torch::Tensor& lengths, int64_t window,
-                                     double scale);
-
-// The same through the gather-and-mask form on any device (what runs where the kernel does not).
-torch::Tensor paged_decode_attention_reference(const torch::Tensor& q, const torch::Tensor& k_cache,
-                                               const torch::Tensor& v_cache, const torch::Tensor& block_table,
-                                               const torch::Tensor& lengths, int64_t window, double scale);
-
-// Whether paged_decode_attention runs its CUDA kernel for these shapes and dtype.
-bool paged_decode_kernel_supports(const torch::Tensor& q, const torch::Tensor& k_cache);
 
 }  // namespace verl::trainer

@@ -19,6 +19,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "trainer/decode_ops.h"
 #include "trainer/log_probs.h"
 #include "trainer/native_rollout.h"
 
@@ -278,8 +279,18 @@ void SlotRollout::decode_step(int64_t b, const Sampler& s) {
   auto active = active_.narrow(0, 0, b);
   auto table = block_table_.narrow(0, 0, b);
 
-  auto x = embed(tok);  // [b, H]
-  auto cos = rope_cos_.index_select(0, len).unsqueeze(1), sin = rope_sin_.index_select(0, len).unsqueeze(1);
+  // On CUDA in bf16/fp16 (no TP group) the fused decode ops: each branch's output is added to
+  // the residual stream by the norm that follows it, RoPE and the cache writes are one kernel,
+  // and so is SwiGLU's product (trainer/decode_ops.h). Elsewhere the torch forms.
+  const bool fused = decode_kernels_for(device_, dt_) && !tp_;
+  torch::Tensor pending;  // the last branch's output, not yet in x
+  auto x = embed(tok);    // [b, H] fp32
+  auto norm = [&](const torch::Tensor& w) {
+    if (fused) return add_rms_norm(x, pending, w, config_.rms_norm_eps, dt_);
+    if (pending.defined()) x = x + row_out(pending);
+    return rms(x, w);
+  };
+  torch::Tensor cos, sin;  // [b, 1, d]: the torch form's RoPE at each slot's position
   // Where this step's key and value go: position len of the slot's blocks (free slots' rows
   // point at the reserved block 0), as a row of the cache viewed [blocks * block_size, kvh, d].
   auto write_row = table.gather(1, len.div(bs, "floor").unsqueeze(1)).squeeze(1) * bs + len.remainder(bs);
@@ -287,16 +298,26 @@ void SlotRollout::decode_step(int64_t b, const Sampler& s) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (size_t i = 0; i < layers_.size(); ++i) {
     const auto& l = layers_[i];
-    auto qkv = lin(rms(x, l.in_norm), l.qkv_w, l.qkv_b);  // [b, (h + 2 kvh) d]
-    auto [q, k] = rotated_qk(l, qkv, cos, sin);            // [b, h, d], [b, kvh, d] fp32
-    auto v = qkv.narrow(-1, (h + kvh) * d, kvh * d).reshape({b, kvh, d});
-    kc_[i].view({-1, kvh, d}).index_copy_(0, write_row, k.to(dt_));
-    vc_[i].view({-1, kvh, d}).index_copy_(0, write_row, v.to(dt_));
-    auto o = paged_decode_attention(q.to(dt_), kc_[i], vc_[i], table, lengths, config_.sliding_window, scale);
-    x = x + row_out(lin(o.reshape({b, h * d}), l.o_w, l.o_b));
-    x = x + mlp(l, rms(x, l.post_norm));
+    auto qkv = lin(norm(l.in_norm), l.qkv_w, l.qkv_b);  // [b, (h + 2 kvh) d]
+    torch::Tensor q;
+    if (fused && !l.q_norm.defined()) {
+      q = rope_qkv_to_cache(qkv, rope_cos_, rope_sin_, len, write_row, kc_[i], vc_[i], h, kvh, d);
+    } else {
+      if (!cos.defined()) cos = rope_cos_.index_select(0, len).unsqueeze(1), sin = rope_sin_.index_select(0, len).unsqueeze(1);
+      auto [qr, k] = rotated_qk(l, qkv, cos, sin);  // [b, h, d], [b, kvh, d] fp32
+      auto v = qkv.narrow(-1, (h + kvh) * d, kvh * d).reshape({b, kvh, d});
+      kc_[i].view({-1, kvh, d}).index_copy_(0, write_row, k.to(dt_));
+      vc_[i].view({-1, kvh, d}).index_copy_(0, write_row, v.to(dt_));
+      q = qr.to(dt_);
+    }
+    auto o = paged_decode_attention(q, kc_[i], vc_[i], table, lengths, config_.sliding_window, scale);
+    pending = lin(o.reshape({b, h * d}), l.o_w, l.o_b);
+    auto gu = lin(norm(l.post_norm), l.gate_up_w, l.gate_up_b);
+    const int64_t inter = config_.intermediate_size;
+    auto act = fused ? silu_and_mul(gu) : torch::silu(gu.narrow(-1, 0, inter)) * gu.narrow(-1, inter, inter);
+    pending = lin(act, l.down_w, l.down_b);
   }
-  auto logits = logits_of(rms(x, final_norm_));  // [b, V]
+  auto logits = logits_of(norm(final_norm_));  // [b, V]
 
   auto u = unif_.narrow(0, 0, b).gather(1, rpos.clamp_max(R - 1).unsqueeze(1)).squeeze(1);
   auto [next, lp] = sample(logits, u, s);
