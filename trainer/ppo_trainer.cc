@@ -528,7 +528,8 @@ ValidationResult PpoTrainer::validate() {
 // ---------------------------------------------------------------- SFT
 
 MetricMap PpoTrainer::sft_step() {
-  const auto t0 = std::chrono::steady_clock::now();
+  MetricMap m;
+  ScopedTimer timer(m, "sft");
   const auto batch_idx = sft_sampler_->next_batch();
   const auto [begin, end] = strategy_->shard(config_.data.train_batch_size);
   std::vector<std::vector<int64_t>> prompts, targets;
@@ -540,10 +541,11 @@ MetricMap PpoTrainer::sft_step() {
   auto batch = make_batch(prompts, targets, config_.data.max_response_length, tokenizer_->pad_id(), actor_device_);
   // The actor's own optimizer, so RL starts with warm Adam moments: a fresh Adam's first steps
   // move every weight by ~lr, which knocks a small policy far off (ppo_kl ~0.5 at step 1).
-  auto m = actor_->sft_step(batch, config_.trainer.sft_lr > 0 ? config_.trainer.sft_lr : config_.actor.optim.lr);
+  for (auto& [k, v] : actor_->sft_step(batch, config_.trainer.sft_lr > 0 ? config_.trainer.sft_lr : config_.actor.optim.lr))
+    m[k] = v;
   rollout_stale_ = true;
   ++sft_steps_done_;
-  m["timing_s/sft"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m["timing_s/sft"] = timer.elapsed();
   strategy_->reduce_metrics(m);
   return m;
 }
@@ -872,6 +874,9 @@ Error out_of_memory_error(const std::string& what, const std::string& phase, int
        "lower critic.ppo_micro_batch_size_per_gpu (or critic.ppo_max_token_len_per_gpu), set "
        "critic.model.enable_gradient_checkpointing=true, or critic.model.fsdp_config.param_offload / "
        "optimizer_offload=true"},
+      {"sft",
+       "lower actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (the SFT step's micro-batch) or "
+       "data.max_response_length, or set actor_rollout_ref.model.enable_gradient_checkpointing=true"},
       {"update_actor",
        "lower actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (or ppo_max_token_len_per_gpu), set "
        "actor_rollout_ref.model.enable_gradient_checkpointing=true, or actor_rollout_ref.actor.fsdp_config."
@@ -897,9 +902,13 @@ bool is_out_of_memory(const c10::Error& e) {
 }
 }  // namespace
 
-FitResult PpoTrainer::fit() {
+FitResult PpoTrainer::fit() { return naming_out_of_memory([this] { return run_fit(); }); }
+
+FitResult PpoTrainer::fit_sft() { return naming_out_of_memory([this] { return run_fit_sft(); }); }
+
+FitResult PpoTrainer::naming_out_of_memory(const std::function<FitResult()>& run) {
   try {
-    return run_fit();
+    return run();
   } catch (const c10::Error& e) {
     const std::string phase = take_failed_phase();
     if (!is_out_of_memory(e)) throw;
@@ -994,7 +1003,7 @@ FitResult PpoTrainer::run_fit() {
   return out;
 }
 
-FitResult PpoTrainer::fit_sft() {
+FitResult PpoTrainer::run_fit_sft() {
   FitResult out;
   const auto& t = config_.trainer;
   const int64_t total = t.sft_warmup_steps > 0 ? t.sft_warmup_steps : total_steps();

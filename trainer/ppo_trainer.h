@@ -87,6 +87,10 @@ class PpoTrainer {
   MetricMap train_step(int64_t step);
   void generate_and_score(int64_t step, StepBatch& sb, MetricMap& m);
   FitResult run_fit();
+  FitResult run_fit_sft();
+  // run(), with a torch out-of-memory error turned into one that names the rank, device, phase
+  // and step, and the keys that size the phase (out_of_memory_error).
+  FitResult naming_out_of_memory(const std::function<FitResult()>& run);
   // What one rank asks the rollout for: prompts and one seed per row.
   struct RolloutRequest {
     std::vector<std::vector<int64_t>> prompts;

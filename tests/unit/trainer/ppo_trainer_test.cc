@@ -196,6 +196,7 @@ TEST(PpoTrainer, OutOfMemoryNamesThePhaseAndItsKeys) {
   EXPECT_NE(out_of_memory_error("x", "gen", 1, 0, "cuda:0").hint().find("gpu_memory_utilization"), std::string::npos);
   EXPECT_NE(out_of_memory_error("x", "update_critic", 1, 0, "cuda:0").hint().find("critic.ppo_micro_batch_size_per_gpu"),
             std::string::npos);
+  EXPECT_NE(out_of_memory_error("x", "sft", 1, 0, "cuda:0").hint().find("ppo_micro_batch_size_per_gpu"), std::string::npos);
   const auto outside = out_of_memory_error("x", "", 1, 0, "cuda:0");
   EXPECT_EQ(std::string(outside.what()).find(" in "), std::string::npos);
   EXPECT_NE(outside.hint().find("config lint"), std::string::npos);
