@@ -225,7 +225,8 @@ TEST(Process, ParentDeathTermSendsSigtermWhenTheSpawningThreadEnds) {
 // still names a file it can start again: the one now in its place, not "<path> (deleted)".
 // The test runs a copy of this binary, replaces the copy, then asks the copy for self_exe().
 TEST(Process, SelfExeNamesTheFileThatReplacedIt) {
-  if (const char* go = std::getenv("VERL_SELF_EXE_PROBE")) {  // the copy
+  if (const char* go = std::getenv("VERL_SELF_EXE_PROBE")) {  // the copy, running
+    std::ofstream(std::string(go) + ".ready") << "";
     for (int i = 0; i < 2000 && ::access(go, F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
     std::cout << "self_exe=" << self_exe() << "\n" << std::flush;
     return;
@@ -238,8 +239,10 @@ TEST(Process, SelfExeNamesTheFileThatReplacedIt) {
   o.env = {"VERL_SELF_EXE_PROBE=" + dir + "/go"};
   auto child = Child::spawn({copy, "--gtest_filter=Process.SelfExeNamesTheFileThatReplacedIt"}, o, dir + "/out",
                             dir + "/err");
-  // Replaced the way up's copy replaces it: a new file renamed over the running one.
-  std::this_thread::sleep_for(200ms);
+  // Replaced the way up's copy replaces it: a new file renamed over the running one (once it
+  // runs: its /proc/self/exe is the file it was started from).
+  for (int i = 0; i < 3000 && ::access((dir + "/go.ready").c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(::access((dir + "/go.ready").c_str(), F_OK), 0) << "the copy did not start";
   std::filesystem::copy_file(copy, copy + ".new", std::filesystem::copy_options::overwrite_existing);
   std::filesystem::rename(copy + ".new", copy);
   std::ofstream(dir + "/go") << "";
