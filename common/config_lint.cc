@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/role_placement.h"
 
 namespace verl::config {
 namespace {
@@ -75,10 +76,10 @@ std::vector<Issue> lint_job(const Json& job, const Json* cluster, double gpu_mem
   }
   //    A tensor-parallel group is consecutive ranks (trainer/tensor_parallel.h): it belongs within
   //    one node, where its two all-reduces per layer and its logits gather stay off the network.
-  if (tp > 1 && nnodes > 1 && per_node > 0 && std::fmod(per_node, tp) != 0) {
-    warn("actor_rollout_ref.rollout.tensor_model_parallel_size",
-         "tensor_model_parallel_size=" + fmt_count(tp) + " with trainer.n_gpus_per_node=" + fmt_count(per_node) +
-             ": some tensor-parallel groups span two nodes, and every decode step waits on the network between them",
+  if (const auto span = tensor_parallel_span_warning(static_cast<long long>(tp), static_cast<long long>(nnodes),
+                                                    static_cast<long long>(per_node));
+      !span.empty()) {
+    warn("actor_rollout_ref.rollout.tensor_model_parallel_size", span,
          "pick a tensor_model_parallel_size that divides trainer.n_gpus_per_node (" + fmt_count(per_node) + ")");
   }
   // 4. Small GPU memory: the training state per GPU under the roles' strategies (trainer/

@@ -127,4 +127,10 @@ std::string RolePlacement::summary() const {
   return s;
 }
 
+std::string tensor_parallel_span_warning(long long tp, long long nodes, long long per_node) {
+  if (tp <= 1 || nodes <= 1 || per_node <= 0 || per_node % tp == 0) return "";
+  return "tensor_model_parallel_size=" + std::to_string(tp) + " with trainer.n_gpus_per_node=" + std::to_string(per_node) +
+         ": some tensor-parallel groups span two nodes, and every decode step waits on the network between them";
+}
+
 }  // namespace verl

@@ -50,4 +50,9 @@ RolePlacement role_placement(const config::Json& job, int ranks_per_node);
 // (auto, cpu, cuda). Throws verl::Error kInvalidConfig naming `key` as above.
 int role_gpu(const std::string& key, const std::string& spec, int local_rank, int ranks_per_node);
 
+// Tensor-parallel rollout groups are consecutive ranks (trainer/tensor_parallel.h): with more
+// than one node of per_node ranks, some group spans two nodes when tp does not divide per_node.
+// The warning that says so (config lint and the trainer's start-up both give it), or "".
+std::string tensor_parallel_span_warning(long long tp, long long nodes, long long per_node);
+
 }  // namespace verl

@@ -217,21 +217,23 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
       log::Info() << "roles: actor " << actor_device_.str() << ", rollout " << rollout_device_.str() << ", ref "
                   << ref_device_.str() << (critic_ ? ", critic " + critic_device_.str() : std::string())
                   << " (rank 0)";
-    if (config_.rollout.free_cache_engine && !rollout_device_.is_cpu()) {
+    {
       std::string on;
-      if (actor_device_ == rollout_device_) on += "actor";
-      if (critic_ && critic_device_ == rollout_device_) on += std::string(on.empty() ? "" : ", ") + "critic";
-      if (ref_ && ref_device_ == rollout_device_) on += std::string(on.empty() ? "" : ", ") + "reference";
+      auto add = [&](const char* role, bool present, const torch::Device& d) {
+        if (present && sleeps_during_rollout(d)) on += std::string(on.empty() ? "" : ", ") + role;
+      };
+      add("actor", true, actor_device_);
+      add("critic", critic_ != nullptr, critic_device_);
+      add("reference", ref_ != nullptr, ref_device_);
       if (!on.empty())
         log::Info() << "rollout: free_cache_engine: the " << on << " training state moves to host memory while the rollout "
                     << "generates on " << rollout_device_.str() << " (rank 0)";
     }
     const int64_t per_node = config_.trainer.n_gpus_per_node;
-    if (rollout_tp_ > 1 && world_ > per_node && per_node > 0 && per_node % rollout_tp_ != 0)
-      log::Warn() << "rollout: tensor_model_parallel_size=" << rollout_tp_ << " with trainer.n_gpus_per_node=" << per_node
-                  << ": some tensor-parallel groups span two nodes, and every decode step waits on the network between "
-                     "them; pick a size that divides "
-                  << per_node;
+    if (const auto span = tensor_parallel_span_warning(rollout_tp_, per_node > 0 ? (world_ + per_node - 1) / per_node : 1,
+                                                       per_node);
+        !span.empty())
+      log::Warn() << "rollout: " << span << "; pick a size that divides " << per_node;
     if (rollout_tp_ > 1)
       log::Info() << "rollout: tensor-parallel, " << world_ / rollout_tp_ << " group(s) of " << rollout_tp_
                   << " ranks, each rank holding 1/" << rollout_tp_
@@ -271,13 +273,16 @@ std::vector<int> PpoTrainer::rollout_group() const {
   return ranks;
 }
 
+bool PpoTrainer::sleeps_during_rollout(const torch::Device& worker_device) const {
+  return config_.rollout.free_cache_engine && !rollout_device_.is_cpu() && worker_device == rollout_device_;
+}
+
 class PpoTrainer::WorkersAsleep {
  public:
   explicit WorkersAsleep(PpoTrainer& t) {
     const torch::Device at = t.rollout_device_;
-    if (!t.config_.rollout.free_cache_engine || at.is_cpu()) return;
     auto add = [&](auto* worker) {
-      if (worker != nullptr && worker->device() == at)
+      if (worker != nullptr && t.sleeps_during_rollout(worker->device()))
         workers_.push_back({[worker] { worker->sleep(); }, [worker] { worker->wake(); }});
     };
     add(t.actor_.get());

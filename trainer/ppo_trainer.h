@@ -87,6 +87,9 @@ class PpoTrainer {
   MetricMap train_step(int64_t step);
   void generate_and_score(int64_t step, StepBatch& sb, MetricMap& m);
   FitResult run_fit();
+  // Whether a worker on this device sleeps while the rollout generates (the hybrid engine's
+  // sleep: rollout.free_cache_engine with the rollout on that GPU).
+  bool sleeps_during_rollout(const torch::Device& worker_device) const;
   FitResult run_fit_sft();
   // run(), with a torch out-of-memory error turned into one that names the rank, device, phase
   // and step, and the keys that size the phase (out_of_memory_error).
