@@ -19,6 +19,7 @@ JSON
 cfg="$out/qwen2-0.5b/config.json"
 {
   "$b/bench/bench_rollout" --config "$cfg" --engine slot --breakdown
+  "$b/bench/bench_rollout" --config "$cfg" --engine slot --unfused
   "$b/bench/bench_rollout" --config "$cfg" --engine slot --eager
   # A pool of 1,601 blocks of 16 positions (a quarter of what 256 sequences of 384 take): the
   # engine admits what fits and preempts when the live sequences outgrow it.

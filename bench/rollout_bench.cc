@@ -3,7 +3,7 @@
 // C++ side of bench/gpu_vs_hf.sh (the peer is bench/hf_generate.py, transformers' generate).
 //   bench_rollout --config DIR/config.json [--engine slot|native] [--prompts 64] [--n 4]
 //                 [--prompt-len 128] [--new-tokens 256] [--device cuda] [--dtype bfloat16]
-//                 [--eager] [--max-num-seqs 256] [--runs 3] [--breakdown] [--kv-blocks N]
+//                 [--eager] [--max-num-seqs 256] [--runs 3] [--breakdown] [--kv-blocks N] [--unfused]
 // Prompts are random token ids (seeded); sampling at temperature 1 over the full vocabulary;
 // every response runs to --new-tokens (ignore_eos). Run 1 includes the engine's set-up (CUDA
 // graph capture); runs 2.. are timed as the steady state and their median is reported. Prints
@@ -33,7 +33,7 @@ using nlohmann::json;
 struct Args {
   std::string config, engine = "slot", device = "cuda", dtype = "bfloat16";
   int64_t prompts = 64, n = 4, prompt_len = 128, new_tokens = 256, max_num_seqs = 256, runs = 3, kv_blocks = 0;
-  bool eager = false, breakdown = false;
+  bool eager = false, breakdown = false, unfused = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -57,6 +57,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--kv-blocks") a.kv_blocks = std::stoll(v());
     else if (k == "--eager") a.eager = true;
     else if (k == "--breakdown") a.breakdown = true;
+    else if (k == "--unfused") a.unfused = true;
     else throw verl::Error{verl::ExitCode::kInvalidConfig, "unknown argument " + k, "see the comment at the top of bench/rollout_bench.cc"};
   }
   if (a.config.empty()) throw verl::Error{verl::ExitCode::kInvalidConfig, "--config is required", ""};
@@ -89,6 +90,7 @@ int main(int argc, char** argv) try {
     o.free_cache_engine = false;  // steady state: the cache and graphs stay between runs
     o.gpu_memory_utilization = 0.9;
     o.kv_blocks_override = a.kv_blocks;
+    o.fused_decode = !a.unfused;
     auto s = std::make_unique<vt::SlotRollout>(config, device, o);
     slot = s.get();
     engine = std::move(s);
@@ -146,7 +148,7 @@ int main(int argc, char** argv) try {
   }
   std::sort(times.begin(), times.end());
   const double med = times[times.size() / 2];
-  json line = {{"engine", a.engine + (a.eager ? "-eager" : "") + (a.kv_blocks > 0 ? "-blocks" + std::to_string(a.kv_blocks) : "")},
+  json line = {{"engine", a.engine + (a.eager ? "-eager" : "") + (a.unfused ? "-unfused" : "") + (a.kv_blocks > 0 ? "-blocks" + std::to_string(a.kv_blocks) : "")},
                {"sequences", static_cast<int64_t>(prompts.size())},
                {"prompt_len", a.prompt_len},
                {"new_tokens", a.new_tokens},

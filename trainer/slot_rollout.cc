@@ -282,7 +282,7 @@ void SlotRollout::decode_step(int64_t b, const Sampler& s) {
   // On CUDA in bf16/fp16 (no TP group) the fused decode ops: each branch's output is added to
   // the residual stream by the norm that follows it, RoPE and the cache writes are one kernel,
   // and so is SwiGLU's product (trainer/decode_ops.h). Elsewhere the torch forms.
-  const bool fused = decode_kernels_for(device_, dt_) && !tp_;
+  const bool fused = options_.fused_decode && decode_kernels_for(device_, dt_) && !tp_;
   torch::Tensor pending;  // the last branch's output, not yet in x
   auto x = embed(tok);    // [b, H] fp32
   auto norm = [&](const torch::Tensor& w) {

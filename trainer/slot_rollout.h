@@ -64,6 +64,7 @@ struct SlotRolloutOptions {
   int64_t steps_per_check = 8;          // decode steps between looks at the slots from the host
   int64_t block_size = 16;              // positions per KV-cache block
   int64_t kv_blocks_override = 0;       // > 0: the pool's block count (tests), instead of from memory
+  bool fused_decode = true;             // the decode step's fused kernels where they run (bench/ compares)
 
   static SlotRolloutOptions from(const RolloutConfig& rollout);
 };
