@@ -307,7 +307,7 @@ class ShardedEngine final : public ModuleEngine, public LayerRunner {
     gather_group(group);
     torch::Tensor y;
     try {
-      y = layer.forward_any(x, cos, sin, mask, cu_seqlens);
+      y = layer.forward_any(x, cos, sin, mask, cu_seqlens, layer.cast_weights());
     } catch (...) {
       release_group(group);
       throw;
@@ -594,7 +594,7 @@ torch::Tensor ShardedLayerFn::forward(torch::autograd::AutogradContext* ctx, con
     torch::Tensor y;
     {
       torch::NoGradGuard no_grad;
-      y = layer->forward_any(x, cos, sin, mask, cu_seqlens);
+      y = layer->forward_any(x, cos, sin, mask, cu_seqlens, layer->cast_weights());
     }
     engine->release_group(group);
     return y;
@@ -604,8 +604,10 @@ torch::Tensor ShardedLayerFn::forward(torch::autograd::AutogradContext* ctx, con
   auto xi = x.detach().requires_grad_(true);
   torch::Tensor yi;
   {
+    // The casts (one per parameter of this gather) are part of the layer's own graph: the
+    // backward's gradients reach the fp32 parameters through them.
     torch::AutoGradMode grad(true);
-    yi = layer->forward_any(xi, cos, sin, mask, cu_seqlens);
+    yi = layer->forward_any(xi, cos, sin, mask, cu_seqlens, layer->cast_weights());
   }
   ctx->saved_data["x"] = xi;
   ctx->saved_data["y"] = yi;
@@ -626,7 +628,8 @@ torch::autograd::variable_list ShardedLayerFn::backward(torch::autograd::Autogra
     const CuSeqlens cu_seqlens = ctx->saved_data["cu_seqlens"].toIntVector();
     xi = saved[0].detach().requires_grad_(true);
     torch::AutoGradMode grad(true);
-    yi = layer->forward_any(xi, saved[1], saved[2], saved[3], cu_seqlens);
+    // Gathered again, so cast again: one cast per gather, as FSDP's mixed precision.
+    yi = layer->forward_any(xi, saved[1], saved[2], saved[3], cu_seqlens, layer->cast_weights());
   } else {
     xi = ctx->saved_data["x"].toTensor();
     yi = ctx->saved_data["y"].toTensor();

@@ -25,6 +25,11 @@
 //     hands the rank's averaged slice to the shard. Forwards without grad gather, run, free.
 //   - The root unit is gathered for a ComputeScope; its parameters accumulate full gradients
 //     during a mini-batch, reduce-scattered into the root shard at sync_gradients.
+//   - Mixed precision (a bf16 compute dtype): gathers are fp32, and each gather of a layer is
+//     cast to the compute dtype once (DecoderLayerImpl::cast_weights, model.h) inside the
+//     layer's own graph, so gradients come back to the fp32 parameters through that one cast
+//     and are reduce-scattered in fp32 (torch FSDP's param_dtype=bf16, reduce_dtype=fp32, which
+//     casts before its all-gather rather than after).
 // Offload: param_offload keeps shards and their gradients in CPU memory (pinned on CUDA hosts),
 // copied to the device for each all-gather; optimizer_offload keeps the optimizer's copy of the
 // shards (and so its moments) on the CPU and steps there.

@@ -97,28 +97,31 @@ ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, i
 
 namespace {
 
-// One chunk of positions: the LM head, / temperature, log-softmax at the labels, and the entropy
-// (and the most likely token into *argmax when asked).
+// One chunk of positions: the LM head (its weight from model->head_weight(), cast once for all
+// chunks), / temperature, log-softmax at the labels, and the entropy (and the most likely token
+// into *argmax when asked).
 std::pair<torch::Tensor, torch::Tensor> head_chunk(CausalLm& model, const torch::Tensor& hidden,
-                                                   const torch::Tensor& labels, double temperature, bool with_entropy,
+                                                   const torch::Tensor& weight, const torch::Tensor& labels,
+                                                   double temperature, bool with_entropy,
                                                    torch::Tensor* argmax = nullptr) {
-  auto logits = model->logits(hidden);
+  auto logits = model->logits(hidden, weight);
   if (argmax != nullptr) *argmax = logits.argmax(-1);
   if (temperature != 1.0 && temperature > 0.0) logits = logits / temperature;
   auto lp = logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1);
   return {lp, with_entropy ? algos::entropy_from_logits(logits) : torch::Tensor()};
 }
 
-// head_log_probs' autograd node: inputs hidden [N, H] and the LM head's weight (the one
-// model->logits uses, so that its gradient reaches it); outputs log-probs and entropies [N].
+// head_log_probs' autograd node: inputs hidden [N, H] and the LM head's weight in the compute
+// dtype (model->head_weight(): the one cast of this forward, so that the gradient reaches the
+// parameter through it); outputs log-probs and entropies [N]. The weight's gradient is summed
+// over the chunks in fp32 and rounded to its dtype once, as one unchunked matmul would.
 struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
                                                 const torch::Tensor& weight, const torch::Tensor& labels,
                                                 CausalLm* model, double temperature, bool with_entropy,
                                                 int64_t chunk) {
-    ctx->save_for_backward({hidden, labels});
+    ctx->save_for_backward({hidden, labels, weight});
     ctx->saved_data["model"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(model));
-    ctx->saved_data["weight"] = weight;
     ctx->saved_data["temperature"] = temperature;
     ctx->saved_data["with_entropy"] = with_entropy;
     ctx->saved_data["chunk"] = chunk;
@@ -129,7 +132,7 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
       const int64_t k = std::min(chunk, n - s);
       torch::Tensor top;
       auto [lp, ent] =
-          head_chunk(*model, hidden.narrow(0, s, k), labels.narrow(0, s, k), temperature, with_entropy, &top);
+          head_chunk(*model, hidden.narrow(0, s, k), weight, labels.narrow(0, s, k), temperature, with_entropy, &top);
       lps.push_back(lp);
       tops.push_back(top);
       if (with_entropy) ents.push_back(ent);
@@ -146,8 +149,8 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor& hidden = saved[0];
     const torch::Tensor& labels = saved[1];
+    const torch::Tensor& weight = saved[2];
     auto* model = reinterpret_cast<CausalLm*>(static_cast<intptr_t>(ctx->saved_data["model"].toInt()));
-    const torch::Tensor weight = ctx->saved_data["weight"].toTensor();
     const double temperature = ctx->saved_data["temperature"].toDouble();
     const int64_t chunk = ctx->saved_data["chunk"].toInt();
     const torch::Tensor& g_lp = grad_out[0];
@@ -157,12 +160,14 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
     torch::Tensor gh = want_h ? torch::zeros_like(hidden) : torch::Tensor();
     torch::Tensor gw;
     if (!g_lp.defined() && !entropy) return {gh, gw, {}, {}, {}, {}, {}};
+    // The recompute's leaf for the weight: its gradient is this node's, not the parameter's.
+    const auto wc = weight.detach().requires_grad_(want_w);
     const int64_t n = hidden.size(0);
     for (int64_t s = 0; s < n; s += chunk) {
       const int64_t k = std::min(chunk, n - s);
       torch::AutoGradMode grad_mode(true);
       auto hc = hidden.narrow(0, s, k).detach().requires_grad_(want_h);
-      auto [lp, ent] = head_chunk(*model, hc, labels.narrow(0, s, k), temperature, entropy);
+      auto [lp, ent] = head_chunk(*model, hc, wc, labels.narrow(0, s, k), temperature, entropy);
       std::vector<torch::Tensor> outs, grads;
       if (g_lp.defined()) {
         outs.push_back(lp);
@@ -174,7 +179,7 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
       }
       std::vector<torch::Tensor> inputs;
       if (want_h) inputs.push_back(hc);
-      if (want_w) inputs.push_back(weight);
+      if (want_w) inputs.push_back(wc);
       if (inputs.empty()) break;
       const auto g = torch::autograd::grad(outs, inputs, grads, /*retain_graph=*/false, /*create_graph=*/false,
                                            /*allow_unused=*/true);
@@ -183,8 +188,9 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
         if (g[i].defined()) gh.narrow(0, s, k).copy_(g[i]);
         ++i;
       }
-      if (want_w && g[i].defined()) gw = gw.defined() ? gw.add_(g[i]) : g[i];
+      if (want_w && g[i].defined()) gw = gw.defined() ? gw.add_(g[i]) : g[i].to(torch::kFloat32);
     }
+    if (gw.defined()) gw = gw.to(weight.scalar_type());
     return {gh, gw, {}, {}, {}, {}, {}};
   }
 };
@@ -194,7 +200,7 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
 ResponseLogProbs head_log_probs(CausalLm& model, const torch::Tensor& hidden, const torch::Tensor& labels,
                                 double temperature, bool with_entropy, int64_t chunk_tokens) {
   const int64_t b = hidden.size(0), r = hidden.size(1);
-  auto out = ChunkedHead::apply(hidden.reshape({b * r, hidden.size(-1)}), model->output_embedding(),
+  auto out = ChunkedHead::apply(hidden.reshape({b * r, hidden.size(-1)}), model->head_weight(),
                                 labels.reshape({b * r}), &model, temperature, with_entropy,
                                 std::max<int64_t>(1, chunk_tokens));
   ResponseLogProbs res;
@@ -212,6 +218,7 @@ ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, c
   const int64_t chunk = std::max<int64_t>(1, chunk_tokens);
   const auto parts = plan_micro_batches(plan, batch.attention_mask);
   const auto device = batch.input_ids.device();
+  const auto head_weight = model->head_weight();  // cast once for every micro-batch and chunk
   std::vector<torch::Tensor> lps, ents;
   for (const auto& part : parts) {
     const int64_t n = static_cast<int64_t>(part.size());
@@ -223,7 +230,8 @@ ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, c
     // [chunk, V] logits at a time: the full [n, R, V] never exists.
     for (int64_t s = 0; s < n * r; s += chunk) {
       const int64_t k = std::min(chunk, n * r - s);
-      auto [lp, ent] = head_chunk(model, flat.narrow(0, s, k), labels.narrow(0, s, k), temperature, with_entropy);
+      auto [lp, ent] =
+          head_chunk(model, flat.narrow(0, s, k), head_weight, labels.narrow(0, s, k), temperature, with_entropy);
       lps.push_back(lp);
       if (with_entropy) ents.push_back(ent);
     }

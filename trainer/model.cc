@@ -61,11 +61,13 @@ namespace {
 // Large enough to zero a softmax weight in fp32, finite so fully masked rows stay finite.
 constexpr double kMaskValue = -1e9;
 
-torch::Tensor linear_in(const torch::Tensor& x, const Dense& layer, torch::Dtype dtype) {
-  auto y = project(x, layer->weight, layer->bias, dtype);
+// The layer's projection with its weights read through w (the forward's copies, or the
+// parameters themselves, which project and the .to calls then cast per use).
+torch::Tensor linear_in(const torch::Tensor& x, const Dense& layer, const ComputeWeights& w, torch::Dtype dtype) {
+  auto y = project(x, w[layer->weight], w[layer->bias], dtype);
   if (layer->lora_a.defined() && layer->lora_enabled) {
-    const auto xa = torch::linear(x.to(dtype), layer->lora_a.to(dtype));
-    y = y + torch::linear(xa, layer->lora_b.to(dtype)).mul(layer->lora_scaling).to(y.scalar_type());
+    const auto xa = torch::linear(x.to(dtype), w[layer->lora_a].to(dtype));
+    y = y + torch::linear(xa, w[layer->lora_b].to(dtype)).mul(layer->lora_scaling).to(y.scalar_type());
   }
   return y;
 }
@@ -130,6 +132,37 @@ ModelConfig ModelConfig::from_job(const ModelArchConfig& a, int64_t vocab_size) 
   return c;
 }
 
+ComputeWeights ComputeWeights::cast(const std::vector<torch::Tensor>& params, torch::Dtype dtype) {
+  ComputeWeights w;
+  for (const auto& p : params) {
+    if (!p.defined() || p.scalar_type() == dtype) continue;
+    w.keys_.push_back(p.unsafeGetTensorImpl());
+    w.copies_.push_back(p.to(dtype));  // under grad mode: one ToCopyBackward0 to p
+  }
+  return w;
+}
+
+ComputeWeights ComputeWeights::bind(const std::vector<torch::Tensor>& params, torch::Dtype dtype,
+                                    std::vector<torch::Tensor> copies) {
+  ComputeWeights w;
+  for (const auto& p : params) {
+    if (p.defined() && p.scalar_type() != dtype) w.keys_.push_back(p.unsafeGetTensorImpl());
+  }
+  TORCH_CHECK(w.keys_.size() == copies.size(), "ComputeWeights::bind: ", copies.size(), " copies for ",
+              w.keys_.size(), " parameters to cast (did the parameters' dtypes or the LoRA switch change "
+              "between the forward and its recompute?)");
+  w.copies_ = std::move(copies);
+  return w;
+}
+
+const torch::Tensor& ComputeWeights::operator[](const torch::Tensor& param) const {
+  const auto* key = param.unsafeGetTensorImpl();
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    if (keys_[i] == key) return copies_[i];
+  }
+  return param;
+}
+
 void KvCache::select_rows(const torch::Tensor& rows) {
   for (auto& k : keys) k = k.index_select(0, rows);
   for (auto& v : values) v = v.index_select(0, rows);
@@ -138,6 +171,15 @@ void KvCache::select_rows(const torch::Tensor& rows) {
 DenseImpl::DenseImpl(int64_t in, int64_t out, bool has_bias, const torch::TensorOptions& options) {
   weight = register_parameter("weight", torch::empty({out, in}, options));
   if (has_bias) bias = register_parameter("bias", torch::empty({out}, options));
+}
+
+void DenseImpl::append_used(std::vector<torch::Tensor>& out) const {
+  out.push_back(weight);
+  if (bias.defined()) out.push_back(bias);
+  if (lora_a.defined() && lora_enabled) {
+    out.push_back(lora_a);
+    out.push_back(lora_b);
+  }
 }
 
 TokenEmbeddingImpl::TokenEmbeddingImpl(int64_t vocab, int64_t dim, const torch::TensorOptions& options) {
@@ -176,19 +218,19 @@ AttentionImpl::AttentionImpl(const ModelConfig& c, const torch::TensorOptions& o
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                      const torch::Tensor& sin, const torch::Tensor& mask,
-                                     torch::Tensor* cache_k, torch::Tensor* cache_v) {
+                                     torch::Tensor* cache_k, torch::Tensor* cache_v, const ComputeWeights& w) {
   const auto dt = config_.compute_dtype;
   const int64_t b = x.size(0), t = x.size(1), d = config_.head_dim();
   const int64_t h = config_.num_attention_heads, kvh = config_.num_key_value_heads;
-  auto q = linear_in(x, q_proj, dt).view({b, t, h, d});
-  auto k = linear_in(x, k_proj, dt).view({b, t, kvh, d});
+  auto q = linear_in(x, q_proj, w, dt).view({b, t, h, d});
+  auto k = linear_in(x, k_proj, w, dt).view({b, t, kvh, d});
   if (q_norm) {  // Qwen3: per head, before RoPE (fp32, as every norm here)
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
   q = q.transpose(1, 2).to(torch::kFloat32);
   k = k.transpose(1, 2).to(torch::kFloat32);
-  auto v = linear_in(x, v_proj, dt).view({b, t, kvh, d}).transpose(1, 2).to(torch::kFloat32);
+  auto v = linear_in(x, v_proj, w, dt).view({b, t, kvh, d}).transpose(1, 2).to(torch::kFloat32);
   q = q * cos + rotate_half(q) * sin;
   k = k * cos + rotate_half(k) * sin;
   if (cache_k != nullptr) {
@@ -200,27 +242,28 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     *cache_v = v;
   }
   auto out = attend(q, k, v, mask, dt).transpose(1, 2).reshape({b, t, h * d});
-  return row_parallel_out(linear_in(out, o_proj, dt));
+  return row_parallel_out(linear_in(out, o_proj, w, dt));
 }
 
 torch::Tensor AttentionImpl::forward_packed(const torch::Tensor& x, const torch::Tensor& cos,
-                                            const torch::Tensor& sin, const CuSeqlens& cu_seqlens) {
+                                            const torch::Tensor& sin, const CuSeqlens& cu_seqlens,
+                                            const ComputeWeights& w) {
   const auto dt = config_.compute_dtype;
   const int64_t n = x.size(1), d = config_.head_dim();
   const int64_t h = config_.num_attention_heads, kvh = config_.num_key_value_heads;
-  auto q = linear_in(x, q_proj, dt).view({1, n, h, d});
-  auto k = linear_in(x, k_proj, dt).view({1, n, kvh, d});
+  auto q = linear_in(x, q_proj, w, dt).view({1, n, h, d});
+  auto k = linear_in(x, k_proj, w, dt).view({1, n, kvh, d});
   if (q_norm) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
   q = q.transpose(1, 2).to(torch::kFloat32);
   k = k.transpose(1, 2).to(torch::kFloat32);
-  auto v = linear_in(x, v_proj, dt).view({1, n, kvh, d}).transpose(1, 2).to(torch::kFloat32);
+  auto v = linear_in(x, v_proj, w, dt).view({1, n, kvh, d}).transpose(1, 2).to(torch::kFloat32);
   q = q * cos + rotate_half(q) * sin;
   k = k * cos + rotate_half(k) * sin;
   if (auto out = flash_varlen(q, k, v, cu_seqlens); out.defined())
-    return row_parallel_out(linear_in(out.reshape({1, n, h * d}), o_proj, dt));
+    return row_parallel_out(linear_in(out.reshape({1, n, h * d}), o_proj, w, dt));
   // One attention per sequence: the scores of a batch of B sequences of lengths L_i cost
   // sum L_i^2 instead of the padded B * T^2 (or the N^2 of one block-diagonal mask). Written
   // out like the padded path (no scaled_dot_product_attention: see the header) so both agree.
@@ -235,7 +278,7 @@ torch::Tensor AttentionImpl::forward_packed(const torch::Tensor& x, const torch:
     outs.push_back(attend(q.narrow(2, s, len), k.narrow(2, s, len), v.narrow(2, s, len), mask, dt));
   }
   auto out = torch::cat(outs, 2).transpose(1, 2).reshape({1, n, h * d});
-  return row_parallel_out(linear_in(out, o_proj, dt));
+  return row_parallel_out(linear_in(out, o_proj, w, dt));
 }
 
 torch::Tensor AttentionImpl::row_parallel_out(const torch::Tensor& y) const {
@@ -280,15 +323,16 @@ MlpImpl::MlpImpl(const ModelConfig& c, const torch::TensorOptions& o) : dtype_(c
   down_proj = register_module("down_proj", Dense(c.intermediate_size, c.hidden_size, c.mlp_bias, o));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  auto g = linear_in(x, gate_proj, dtype_);
-  auto u = linear_in(x, up_proj, dtype_);
-  auto out = linear_in(torch::silu(g) * u, down_proj, dtype_).to(torch::kFloat32);
+torch::Tensor MlpImpl::forward(const torch::Tensor& x, const ComputeWeights& w) {
+  auto g = linear_in(x, gate_proj, w, dtype_);
+  auto u = linear_in(x, up_proj, w, dtype_);
+  auto out = linear_in(torch::silu(g) * u, down_proj, w, dtype_).to(torch::kFloat32);
   if (tp != nullptr) tp->all_reduce(out);
   return out;
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const torch::TensorOptions& o) {
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const torch::TensorOptions& o)
+    : compute_dtype_(c.compute_dtype), weight_cast_(c.weight_cast) {
   self_attn = register_module("self_attn", Attention(c, o));
   mlp = register_module("mlp", Mlp(c, o));
   input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, o));
@@ -298,22 +342,44 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const torch::TensorOpti
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                         const torch::Tensor& sin, const torch::Tensor& mask,
-                                        torch::Tensor* cache_k, torch::Tensor* cache_v) {
-  auto h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, mask, cache_k, cache_v);
-  return h + mlp->forward(post_attention_layernorm->forward(h));
+                                        torch::Tensor* cache_k, torch::Tensor* cache_v, const ComputeWeights& w) {
+  auto h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, mask, cache_k, cache_v, w);
+  return h + mlp->forward(post_attention_layernorm->forward(h), w);
 }
 
 torch::Tensor DecoderLayerImpl::forward_packed(const torch::Tensor& x, const torch::Tensor& cos,
-                                               const torch::Tensor& sin, const CuSeqlens& cu_seqlens) {
-  auto h = x + self_attn->forward_packed(input_layernorm->forward(x), cos, sin, cu_seqlens);
-  return h + mlp->forward(post_attention_layernorm->forward(h));
+                                               const torch::Tensor& sin, const CuSeqlens& cu_seqlens,
+                                               const ComputeWeights& w) {
+  auto h = x + self_attn->forward_packed(input_layernorm->forward(x), cos, sin, cu_seqlens, w);
+  return h + mlp->forward(post_attention_layernorm->forward(h), w);
 }
 
 torch::Tensor DecoderLayerImpl::forward_any(const torch::Tensor& x, const torch::Tensor& cos,
                                             const torch::Tensor& sin, const torch::Tensor& mask,
-                                            const CuSeqlens& cu_seqlens) {
-  if (cu_seqlens.empty()) return forward(x, cos, sin, mask, nullptr, nullptr);
-  return forward_packed(x, cos, sin, cu_seqlens);
+                                            const CuSeqlens& cu_seqlens, const ComputeWeights& w) {
+  if (cu_seqlens.empty()) return forward(x, cos, sin, mask, nullptr, nullptr, w);
+  return forward_packed(x, cos, sin, cu_seqlens, w);
+}
+
+// The tensors the projections compute with in the compute dtype. The norms are not among them:
+// they compute in fp32 and read their (fp32) parameters directly.
+std::vector<torch::Tensor> DecoderLayerImpl::projection_parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const Dense* d : {&self_attn->q_proj, &self_attn->k_proj, &self_attn->v_proj, &self_attn->o_proj,
+                         &mlp->gate_proj, &mlp->up_proj, &mlp->down_proj}) {
+    (*d)->append_used(out);
+  }
+  return out;
+}
+
+ComputeWeights DecoderLayerImpl::cast_weights() const {
+  if (weight_cast_ == WeightCast::kPerUse) return {};
+  return ComputeWeights::cast(projection_parameters(), compute_dtype_);
+}
+
+ComputeWeights DecoderLayerImpl::bind_weights(std::vector<torch::Tensor> copies) const {
+  if (weight_cast_ == WeightCast::kPerUse) return {};
+  return ComputeWeights::bind(projection_parameters(), compute_dtype_, std::move(copies));
 }
 
 namespace {
@@ -323,17 +389,25 @@ namespace {
 // graph and keeps only its inputs; backward runs it again with a graph from the saved input
 // and backpropagates through that, which accumulates the parameters' gradients and yields the
 // input's. The layer is deterministic (no dropout, no RNG), so the recomputation is the same.
+// `copies`: the forward's compute-dtype weights (ComputeWeights), cast outside this segment and
+// inputs of it, so that the recompute reads them instead of casting again and their gradients
+// go back through the forward's one cast per parameter. Parameters without a copy (norms, fp32
+// compute) accumulate their gradients in the recompute's backward, as before.
 struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+  static constexpr size_t kCopiesAt = 4;  // x, cos, sin, mask, then the copies
+
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask,
-                               DecoderLayerImpl* layer, const CuSeqlens& cu_seqlens) {
-    ctx->save_for_backward({x, cos, sin, mask});
+                               at::TensorList copies, DecoderLayerImpl* layer, const CuSeqlens& cu_seqlens) {
+    std::vector<torch::Tensor> saved{x, cos, sin, mask};
+    saved.insert(saved.end(), copies.begin(), copies.end());
+    ctx->save_for_backward(saved);
     // saved_data holds IValues only; the layer outlives the graph (the module owns it), so
     // its address is kept as an integer.
     ctx->saved_data["layer"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(layer));
     ctx->saved_data["cu_seqlens"] = c10::IValue(cu_seqlens);
     torch::NoGradGuard no_grad;
-    return layer->forward_any(x, cos, sin, mask, cu_seqlens);
+    return layer->forward_any(x, cos, sin, mask, cu_seqlens, layer->bind_weights(copies.vec()));
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -342,14 +416,21 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     auto* layer = reinterpret_cast<DecoderLayerImpl*>(static_cast<intptr_t>(ctx->saved_data["layer"].toInt()));
     const CuSeqlens cu_seqlens = ctx->saved_data["cu_seqlens"].toIntVector();
     auto x = saved[0].detach().requires_grad_(true);
+    // The copies as leaves of the recompute: their gradients are this node's outputs.
+    std::vector<torch::Tensor> copies;
+    for (size_t i = kCopiesAt; i < saved.size(); ++i)
+      copies.push_back(saved[i].detach().requires_grad_(ctx->needs_input_grad(i)));
     torch::Tensor y;
     {
       torch::AutoGradMode grad(true);
-      y = layer->forward_any(x, saved[1], saved[2], saved[3], cu_seqlens);
+      y = layer->forward_any(x, saved[1], saved[2], saved[3], cu_seqlens, layer->bind_weights(copies));
     }
     torch::autograd::backward({y}, {grad_out[0]});
-    // One gradient per argument of forward; only x has one.
-    return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    // One gradient per argument of forward: x's and the copies'.
+    torch::autograd::variable_list grads{x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    for (const auto& c : copies) grads.push_back(c.grad());
+    grads.resize(grads.size() + 2);  // layer, cu_seqlens
+    return grads;
   }
 };
 
@@ -379,13 +460,18 @@ torch::Tensor BackboneImpl::run_layers(torch::Tensor h, const torch::Tensor& cos
   for (size_t i = 0; i < layers->size(); ++i) {
     auto& layer = layers->at<DecoderLayerImpl>(i);
     if (layer_runner_ != nullptr && cache == nullptr) {
-      h = layer_runner_->run(i, layer, h, cos, sin, mask_arg, cu_seqlens, checkpoint);
-    } else if (checkpoint) {
-      h = CheckpointedLayer::apply(h, cos, sin, mask_arg, &layer, cu_seqlens);
+      h = layer_runner_->run(i, layer, h, cos, sin, mask_arg, cu_seqlens, checkpoint);  // it casts per gather
+      continue;
+    }
+    // This forward's copies of the layer's weights, cast here, outside the checkpointed
+    // segment, so that its recompute reads them too (one cast per parameter per forward).
+    const ComputeWeights w = layer.cast_weights();
+    if (checkpoint) {
+      h = CheckpointedLayer::apply(h, cos, sin, mask_arg, at::TensorList(w.copies()), &layer, cu_seqlens);
     } else if (!cu_seqlens.empty()) {
-      h = layer.forward_packed(h, cos, sin, cu_seqlens);
+      h = layer.forward_packed(h, cos, sin, cu_seqlens, w);
     } else {
-      h = layer.forward(h, cos, sin, mask, cache ? &cache->keys[i] : nullptr, cache ? &cache->values[i] : nullptr);
+      h = layer.forward(h, cos, sin, mask, cache ? &cache->keys[i] : nullptr, cache ? &cache->values[i] : nullptr, w);
     }
   }
   return norm->forward(h);
@@ -465,8 +551,15 @@ torch::Tensor CausalLmImpl::forward(const torch::Tensor& input_ids, const torch:
   return logits(model->forward(input_ids, attention_mask, position_ids, cache));
 }
 
-torch::Tensor CausalLmImpl::logits(const torch::Tensor& hidden) const {
-  auto z = project(hidden, output_embedding(), torch::Tensor(), config_.compute_dtype).to(torch::kFloat32);
+torch::Tensor CausalLmImpl::head_weight() const {
+  const auto w = output_embedding();
+  if (config_.weight_cast == WeightCast::kPerUse) return w;
+  const auto cast = ComputeWeights::cast({w}, config_.compute_dtype);
+  return cast[w];
+}
+
+torch::Tensor CausalLmImpl::logits(const torch::Tensor& hidden, const torch::Tensor& head_weight) const {
+  auto z = project(hidden, head_weight, torch::Tensor(), config_.compute_dtype).to(torch::kFloat32);
   return tp != nullptr ? tp->gather_vocab(z) : z;
 }
 

@@ -31,11 +31,14 @@
 //   pass and recomputes its activations there (HF's gradient checkpointing, which verl turns
 //   on). Only under grad mode and without a KV cache. No layer draws random numbers (no
 //   dropout), so the recomputation is the same computation and the gradients are bitwise equal.
+//   The layer's compute-dtype weights (ComputeWeights) are cast before the checkpointed segment
+//   and are its inputs, so the recompute reuses them: with bf16 compute they stay alive from
+//   the forward to the backward (2 bytes per layer parameter), instead of a second cast.
 //
 // Parameters are float32 by default (the master copy the optimizer updates); with compute dtype
 // bfloat16 the matmuls run in bf16 and norms/softmax/RoPE/logits in fp32 (what autocast would
-// do). Parameters may also be built in bf16 (inference copies); the forward casts them to the
-// compute dtype per matmul.
+// do). Parameters may also be built in bf16 (inference copies). The weights a matmul reads are
+// cast to the compute dtype once per forward, not at each use (ComputeWeights below).
 // Not thread-safe: one module per thread.
 #pragma once
 
@@ -70,6 +73,15 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;  // llama3
 };
 
+// How a forward gets its weights into the compute dtype when the parameters are in another.
+enum class WeightCast {
+  // Each weight cast once per forward (ComputeWeights): FSDP's MixedPrecision(param_dtype).
+  kOncePerForward,
+  // Cast at every use, as before issue #14 (the checkpoint recompute and each LM head chunk
+  // cast again): kept so that tests and benchmarks can compare the two in one binary.
+  kPerUse,
+};
+
 struct ModelConfig {
   int64_t vocab_size = 100;
   int64_t hidden_size = 64;
@@ -83,6 +95,7 @@ struct ModelConfig {
   bool attention_bias = false;
   int64_t max_position_embeddings = 64;
   torch::Dtype compute_dtype = torch::kFloat32;
+  WeightCast weight_cast = WeightCast::kOncePerForward;
   double initializer_range = 0.02;  // HF's default
   // The additions for real HF models; their defaults are the toy model's (Qwen2-like without bias).
   int64_t explicit_head_dim = 0;     // 0: hidden_size / num_attention_heads (Qwen3/Mistral set it)
@@ -112,6 +125,37 @@ struct KvCache {
   void select_rows(const torch::Tensor& rows);
 };
 
+// One forward's copies of some parameters in the compute dtype: mixed precision as FSDP's
+// MixedPrecision(param_dtype=bf16, reduce_dtype=fp32) does it. The parameters stay the fp32
+// master copy; each one a forward computes with in another dtype is cast once, before its first
+// use, and every use (the checkpoint recompute's too) reads the copy. Under grad mode the cast is
+// recorded, so a copy's gradient (summed over the forward's uses in the compute dtype) reaches
+// its parameter through one cast back to fp32. Parameters already in the compute dtype have no
+// copy and are used as they are: with fp32 compute nothing is copied and nothing changes.
+// A decoder layer makes its own (DecoderLayerImpl::cast_weights) right before it runs, outside
+// any checkpointed segment, or after FSDP gathers it (one cast per gather); the LM head's is
+// CausalLmImpl::head_weight. Holds references only; cheap to move.
+class ComputeWeights {
+ public:
+  ComputeWeights() = default;  // no copies: every parameter used as it is
+  // Casts each of `params` whose dtype is not `dtype` (undefined ones are skipped).
+  static ComputeWeights cast(const std::vector<torch::Tensor>& params, torch::Dtype dtype);
+  // The parameters cast(params, dtype) would cast, standing for `copies` (theirs, in order)
+  // instead: the checkpoint recompute binds the forward's copies this way. Throws when the
+  // counts differ.
+  static ComputeWeights bind(const std::vector<torch::Tensor>& params, torch::Dtype dtype,
+                             std::vector<torch::Tensor> copies);
+  // What to compute with in place of `param`: its copy, else `param` itself.
+  const torch::Tensor& operator[](const torch::Tensor& param) const;
+  const std::vector<torch::Tensor>& copies() const { return copies_; }
+
+ private:
+  // By the parameter's TensorImpl (FSDP's set_data keeps it); a layer has at most 28, so a
+  // linear search.
+  std::vector<const c10::TensorImpl*> keys_;
+  std::vector<torch::Tensor> copies_;
+};
+
 // x @ weight^T + bias with parameters named as torch::nn::Linear's ("weight" [out, in], "bias"
 // [out]), allocated uninitialised on options' device and dtype.
 // With a LoRA adapter (add_lora), the layer computes x W^T + b + (x A^T) B^T * alpha / r, A and B
@@ -123,6 +167,8 @@ class DenseImpl : public torch::nn::Module {
   torch::Tensor lora_a, lora_b;  // undefined without an adapter
   double lora_scaling = 0;
   bool lora_enabled = true;      // false: the base layer alone (the reference policy)
+  // The tensors the forward computes with: weight, bias and (when enabled) the adapters.
+  void append_used(std::vector<torch::Tensor>& out) const;
 };
 TORCH_MODULE(Dense);
 
@@ -154,12 +200,14 @@ using CuSeqlens = std::vector<int64_t>;
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
-  // x [B,t,H]; cos/sin [B,t,D]; mask [B,1,t,T] additive (0 or large negative).
+  // x [B,t,H]; cos/sin [B,t,D]; mask [B,1,t,T] additive (0 or large negative). The
+  // projections read their weights through w (the layer's ComputeWeights).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& mask, torch::Tensor* cache_k, torch::Tensor* cache_v);
+                        const torch::Tensor& mask, torch::Tensor* cache_k, torch::Tensor* cache_v,
+                        const ComputeWeights& w);
   // x [1,N,H] packed sequences; cos/sin [1,1,N,D]; each sequence attends causally to itself only.
   torch::Tensor forward_packed(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                               const CuSeqlens& cu_seqlens);
+                               const CuSeqlens& cu_seqlens, const ComputeWeights& w);
   Dense q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RmsNorm q_norm{nullptr}, k_norm{nullptr};  // null unless config.qk_norm
   TensorParallel* tp = nullptr;  // o_proj's partial outputs summed over the group; not owned
@@ -176,7 +224,7 @@ TORCH_MODULE(Attention);
 class MlpImpl : public torch::nn::Module {
  public:
   explicit MlpImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, const ComputeWeights& w);
   Dense gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
   TensorParallel* tp = nullptr;  // down_proj's partial outputs summed over the group; not owned
 
@@ -188,23 +236,39 @@ TORCH_MODULE(Mlp);
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   explicit DecoderLayerImpl(const ModelConfig& config, const torch::TensorOptions& options = {});
+  // w: this forward's copies of the layer's weights, from cast_weights (or bind_weights).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& mask, torch::Tensor* cache_k, torch::Tensor* cache_v);
+                        const torch::Tensor& mask, torch::Tensor* cache_k, torch::Tensor* cache_v,
+                        const ComputeWeights& w);
   // Packed sequences (see AttentionImpl::forward_packed).
   torch::Tensor forward_packed(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                               const CuSeqlens& cu_seqlens);
+                               const CuSeqlens& cu_seqlens, const ComputeWeights& w);
   // Either of the above without a cache: cu_seqlens empty -> padded with mask, else packed.
   torch::Tensor forward_any(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                            const torch::Tensor& mask, const CuSeqlens& cu_seqlens);
+                            const torch::Tensor& mask, const CuSeqlens& cu_seqlens, const ComputeWeights& w);
+  // The projections' weights (and enabled adapters) cast to the compute dtype, once, for one
+  // forward (none with WeightCast::kPerUse). The parameters must hold their values (FSDP:
+  // gathered) when it is called.
+  ComputeWeights cast_weights() const;
+  // The copies of an earlier cast_weights() (its copies(), in order) bound to the same
+  // parameters: what the checkpoint recompute computes with.
+  ComputeWeights bind_weights(std::vector<torch::Tensor> copies) const;
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   Attention self_attn{nullptr};
   Mlp mlp{nullptr};
+
+ private:
+  std::vector<torch::Tensor> projection_parameters() const;
+  torch::Dtype compute_dtype_;
+  WeightCast weight_cast_;
 };
 TORCH_MODULE(DecoderLayer);
 
 // Runs one decoder layer of a forward without a KV cache when the layers' parameters are held
 // by something other than the module (FSDP's shards, trainer/fsdp.h), which must gather them
-// around the call. `checkpoint`: enable_gradient_checkpointing is on and grad mode is enabled.
+// around the call and cast them (layer.cast_weights()) after each gather, as FSDP's mixed
+// precision casts at each all-gather. `checkpoint`: enable_gradient_checkpointing is on and grad
+// mode is enabled.
 class LayerRunner {
  public:
   virtual ~LayerRunner() = default;
@@ -271,8 +335,13 @@ class CausalLmImpl : public torch::nn::Module {
                         const torch::Tensor& position_ids, KvCache* cache = nullptr);
   // Logits [..., V] float32 from the backbone's hidden states [..., H]: the LM head alone, so
   // that callers can project only the positions they need (the rollout's last position, the
-  // log-prob chunks) instead of every position of a real vocabulary.
-  torch::Tensor logits(const torch::Tensor& hidden) const;
+  // log-prob chunks) instead of every position of a real vocabulary. head_weight: from
+  // head_weight(), so that a caller running the head over many chunks casts it once.
+  torch::Tensor logits(const torch::Tensor& hidden, const torch::Tensor& head_weight) const;
+  torch::Tensor logits(const torch::Tensor& hidden) const { return logits(hidden, head_weight()); }
+  // output_embedding() in the compute dtype for one forward: cast once (recorded under grad
+  // mode; see ComputeWeights), or itself when already in it or with WeightCast::kPerUse.
+  torch::Tensor head_weight() const;
   // The matrix the logits are computed with: embed_tokens.weight itself when tied.
   torch::Tensor output_embedding() const;
   const ModelConfig& config() const { return config_; }

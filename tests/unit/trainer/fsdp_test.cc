@@ -49,6 +49,7 @@ struct RunOptions {
   int steps = 3;
   bool lora = false;  // adapters r=4 on every projection, the base frozen
   bool sleep_between_steps = false;  // ModuleEngine::sleep and wake after every step
+  torch::Dtype compute_dtype = torch::kFloat32;  // the parameters stay fp32 either way
 };
 
 struct RunResult {
@@ -80,7 +81,9 @@ struct Trained {
   std::vector<double> grad_norms;  // per step, before clipping (Adam hides a gradient's scale)
 
   Trained(Distributed& d, const RunOptions& o) {
-    model = make_causal_lm(tiny(), /*seed=*/7);
+    auto config = tiny();
+    config.compute_dtype = o.compute_dtype;
+    model = make_causal_lm(config, /*seed=*/7);
     model->model->set_gradient_checkpointing(o.checkpointing);
     if (o.lora) {
       LoraSpec l;
@@ -212,6 +215,25 @@ INSTANTIATE_TEST_SUITE_P(
              (i.param.checkpointing ? "_ckpt" : "") +
              (i.param.layout == SequenceLayout::kPadded ? "_padded" : "_packed") + (i.param.lora ? "_lora" : "");
     });
+
+// bf16 compute over fp32 shards: each gather of a layer is cast once (model.h's ComputeWeights),
+// and the gradients come back through that cast to be reduced in fp32. DDP computes the same
+// bf16 forward from the same fp32 weights; only the order of the fp32 gradient sums differs,
+// which can move a weight across a bf16 rounding boundary in later steps.
+TEST(Fsdp, Bf16ComputeMatchesDp) {
+  for (const bool checkpointing : {false, true}) {
+    SCOPED_TRACE(checkpointing ? "with gradient checkpointing" : "without gradient checkpointing");
+    RunOptions o;
+    o.compute_dtype = torch::kBFloat16;
+    o.checkpointing = checkpointing;
+    o.sharded = false;
+    const auto dp = run(2, o);
+    o.sharded = true;
+    const auto fsdp = run(2, o);
+    EXPECT_GT(std::fabs(dp.losses.front() - dp.losses.back()), 1e-2);
+    expect_close(dp, fsdp, 2e-5);
+  }
+}
 
 // LoRA under FSDP: the base weights are separate frozen units the optimizer never sees (AdamW's
 // weight decay would otherwise move them); only the adapters change.
