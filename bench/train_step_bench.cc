@@ -4,6 +4,7 @@
 // peer is bench/hf_train.py, transformers' forward + backward + AdamW on the same shape).
 //   bench_train_step --config DIR/config.json [--batch 16] [--seq 512] [--lengths full|varied]
 //                    [--device cuda] [--dtype bfloat16] [--runs 5] [--profile TRACE.json]
+//                    [--weight-cast once|per-use]
 //                    [KEY=VALUE ...]   (job-config overrides, e.g.
 //                    actor_rollout_ref.model.use_remove_padding=false)
 // Each row is a 1-token prompt and a response of seq - 1 tokens ("full"), or of a length drawn
@@ -13,7 +14,9 @@
 // device sync and their median is reported, with tokens/s over real tokens, perf/mfu/actor as
 // the trainer reports it (verl's FLOPs formula, trainer/flops_counter.h), the time of a no-grad
 // log-prob pass over the same batch, and the allocator's peak. --profile saves a Kineto trace
-// (chrome://tracing JSON) of one more update (libtorch >= 2 with CUDA only).
+// (chrome://tracing JSON) of one more update (libtorch >= 2 with CUDA only). --weight-cast
+// per-use casts the fp32 weights to the compute dtype at every use, as before the per-forward
+// copies (model.h's WeightCast), so that one binary measures both.
 // Prints one JSON line.
 #include <algorithm>
 #include <chrono>
@@ -42,7 +45,7 @@ namespace vt = verl::trainer;
 using nlohmann::json;
 
 struct Args {
-  std::string config, device = "cuda", dtype = "bfloat16", lengths = "full", profile;
+  std::string config, device = "cuda", dtype = "bfloat16", lengths = "full", profile, weight_cast = "once";
   int64_t batch = 16, seq = 512, runs = 5;
   std::vector<std::string> overrides;
 };
@@ -60,6 +63,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--dtype") a.dtype = v();
     else if (k == "--lengths") a.lengths = v();
     else if (k == "--profile") a.profile = v();
+    else if (k == "--weight-cast") a.weight_cast = v();
     else if (k == "--batch") a.batch = std::stoll(v());
     else if (k == "--seq") a.seq = std::stoll(v());
     else if (k == "--runs") a.runs = std::stoll(v());
@@ -69,6 +73,8 @@ Args parse(int argc, char** argv) {
   if (a.config.empty()) throw verl::Error{verl::ExitCode::kInvalidConfig, "--config is required", ""};
   if (a.lengths != "full" && a.lengths != "varied")
     throw verl::Error{verl::ExitCode::kInvalidConfig, "--lengths is full or varied, not " + a.lengths, ""};
+  if (a.weight_cast != "once" && a.weight_cast != "per-use")
+    throw verl::Error{verl::ExitCode::kInvalidConfig, "--weight-cast is once or per-use, not " + a.weight_cast, ""};
   return a;
 }
 
@@ -93,6 +99,7 @@ int main(int argc, char** argv) try {
   const auto dir = a.config.substr(0, a.config.rfind('/'));
   auto model_config = vt::read_hf_config(dir.empty() ? "." : dir);
   model_config.compute_dtype = a.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+  model_config.weight_cast = a.weight_cast == "once" ? vt::WeightCast::kOncePerForward : vt::WeightCast::kPerUse;
 
   const std::string b = std::to_string(a.batch);
   std::vector<std::string> overrides = {
@@ -146,6 +153,7 @@ int main(int argc, char** argv) try {
               {"tokens", tokens},
               {"remove_padding", job.model.use_remove_padding},
               {"gradient_checkpointing", job.model.enable_gradient_checkpointing},
+              {"weight_cast", a.weight_cast},
               {"update_s", median(update_s)},
               {"tokens_per_s", tokens / median(update_s)},
               {"mfu", median(mfu)},
