@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/testing/tiny_model.h"
+#include "trainer/batch.h"
 #include "trainer/fsdp.h"
 #include "trainer/log_probs.h"
 #include "trainer/model.h"
@@ -356,6 +357,27 @@ INSTANTIATE_TEST_SUITE_P(Cases, OneCastPerForward,
                                            Case{/*checkpointing=*/false, /*tied=*/false, /*lora=*/false,
                                                 SequenceLayout::kPadded, Head::kWhole}),
                          case_name);
+
+// The no-grad log-prob pass (the old and reference log-probs): each micro-batch's forward casts
+// a layer's weights once, and the LM head's weight is cast once for all micro-batches and chunks
+// (per chunk before).
+TEST(ComputeWeights, TheLogProbPassCastsTheHeadOnceForAllChunks) {
+  const Case c;
+  auto m = make_model(c, torch::kBFloat16, WeightCast::kOncePerForward);
+  const auto batch = make_batch({{5, 6}, {7}, {8, 9, 10}, {11}}, {{12, 13, 14}, {15, 16}, {17}, {18, 19, 20}},
+                                /*response_width=*/3, /*pad_token_id=*/0, torch::kCPU);
+  constexpr int64_t kMicroBatch = 2;  // two forwards
+  std::map<std::string, int> counts;
+  {
+    CastCounter counter(*m);
+    compute_log_probs(m, batch, kMicroBatch, /*temperature=*/1.0, /*with_entropy=*/true, /*chunk_tokens=*/2);
+    counts = counter.counts_by_name();
+  }
+  for (const auto& p : m->named_parameters()) {
+    const int want = !cast_by_forward(p.key(), c) ? 0 : p.key() == "lm_head.weight" ? 1 : 2;
+    EXPECT_EQ(counts.count(p.key()) ? counts.at(p.key()) : 0, want) << p.key();
+  }
+}
 
 // FSDP's layers run through its LayerRunner: each gather is cast once. With checkpointing the
 // backward gathers again, so a layer's weights are cast twice per update (as torch FSDP casts
