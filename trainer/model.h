@@ -134,7 +134,8 @@ struct KvCache {
 // copy and are used as they are: with fp32 compute nothing is copied and nothing changes.
 // A decoder layer makes its own (DecoderLayerImpl::cast_weights) right before it runs, outside
 // any checkpointed segment, or after FSDP gathers it (one cast per gather); the LM head's is
-// CausalLmImpl::head_weight. Holds references only; cheap to move.
+// CausalLmImpl::head_weight. Holds tensor handles (the copies) and the parameters' addresses:
+// cheap to move; valid while the parameters live.
 class ComputeWeights {
  public:
   ComputeWeights() = default;  // no copies: every parameter used as it is
