@@ -254,7 +254,8 @@ MetricMap ActorWorker::sft_step(const RolloutBatch& batch, double lr) {
                                       seq_layout);
         const auto& labels = d.at("responses");
         const auto& mask = d.at("response_mask");
-        const auto head = head_log_probs(module_, hidden, labels, /*temperature=*/1.0, /*with_entropy=*/false);
+        const auto head =
+            head_log_probs(module_, hidden, labels, /*temperature=*/1.0, /*with_entropy=*/false, /*with_argmax=*/true);
         const auto& lp = head.log_probs;
         // Token-mean over the whole (rank's) batch, accumulated across micro-batches.
         auto loss = -(lp * mask).sum() / std::max(tokens, 1.0);

@@ -119,7 +119,7 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
                                                 const torch::Tensor& weight, const torch::Tensor& labels,
                                                 CausalLm* model, double temperature, bool with_entropy,
-                                                int64_t chunk) {
+                                                bool with_argmax, int64_t chunk) {
     ctx->save_for_backward({hidden, labels, weight});
     ctx->saved_data["model"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(model));
     ctx->saved_data["temperature"] = temperature;
@@ -131,15 +131,15 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
     for (int64_t s = 0; s < n; s += chunk) {
       const int64_t k = std::min(chunk, n - s);
       torch::Tensor top;
-      auto [lp, ent] =
-          head_chunk(*model, hidden.narrow(0, s, k), weight, labels.narrow(0, s, k), temperature, with_entropy, &top);
+      auto [lp, ent] = head_chunk(*model, hidden.narrow(0, s, k), weight, labels.narrow(0, s, k), temperature,
+                                  with_entropy, with_argmax ? &top : nullptr);
       lps.push_back(lp);
-      tops.push_back(top);
+      if (with_argmax) tops.push_back(top);
       if (with_entropy) ents.push_back(ent);
     }
     auto lp = n > 0 ? torch::cat(lps, 0) : torch::zeros({0}, hidden.options().dtype(torch::kFloat32));
     auto ent = with_entropy && n > 0 ? torch::cat(ents, 0) : torch::zeros_like(lp);
-    auto top = n > 0 ? torch::cat(tops, 0) : torch::zeros({0}, hidden.options().dtype(torch::kLong));
+    auto top = with_argmax && n > 0 ? torch::cat(tops, 0) : torch::zeros({0}, hidden.options().dtype(torch::kLong));
     ctx->mark_non_differentiable({top});
     return {lp, ent, top};
   }
@@ -159,7 +159,7 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
     const bool want_h = ctx->needs_input_grad(0), want_w = ctx->needs_input_grad(1) && weight.requires_grad();
     torch::Tensor gh = want_h ? torch::zeros_like(hidden) : torch::Tensor();
     torch::Tensor gw;
-    if (!g_lp.defined() && !entropy) return {gh, gw, {}, {}, {}, {}, {}};
+    if (!g_lp.defined() && !entropy) return {gh, gw, {}, {}, {}, {}, {}, {}};
     // The recompute's leaf for the weight: its gradient is this node's, not the parameter's.
     const auto wc = weight.detach().requires_grad_(want_w);
     const int64_t n = hidden.size(0);
@@ -191,22 +191,22 @@ struct ChunkedHead : public torch::autograd::Function<ChunkedHead> {
       if (want_w && g[i].defined()) gw = gw.defined() ? gw.add_(g[i]) : g[i].to(torch::kFloat32);
     }
     if (gw.defined()) gw = gw.to(weight.scalar_type());
-    return {gh, gw, {}, {}, {}, {}, {}};
+    return {gh, gw, {}, {}, {}, {}, {}, {}};
   }
 };
 
 }  // namespace
 
 ResponseLogProbs head_log_probs(CausalLm& model, const torch::Tensor& hidden, const torch::Tensor& labels,
-                                double temperature, bool with_entropy, int64_t chunk_tokens) {
+                                double temperature, bool with_entropy, bool with_argmax, int64_t chunk_tokens) {
   const int64_t b = hidden.size(0), r = hidden.size(1);
   auto out = ChunkedHead::apply(hidden.reshape({b * r, hidden.size(-1)}), model->head_weight(),
-                                labels.reshape({b * r}), &model, temperature, with_entropy,
+                                labels.reshape({b * r}), &model, temperature, with_entropy, with_argmax,
                                 std::max<int64_t>(1, chunk_tokens));
   ResponseLogProbs res;
   res.log_probs = out[0].reshape({b, r});
   if (with_entropy) res.entropy = out[1].reshape({b, r});
-  res.argmax = out[2].reshape({b, r});
+  if (with_argmax) res.argmax = out[2].reshape({b, r});
   return res;
 }
 

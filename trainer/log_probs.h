@@ -71,7 +71,7 @@ torch::Tensor entropy_from_logits_chunked(const torch::Tensor& logits, int64_t c
 struct ResponseLogProbs {
   torch::Tensor log_probs;  // [B, R] float32
   torch::Tensor entropy;    // [B, R] float32, when asked for
-  torch::Tensor argmax;     // [B, R] int64: the most likely token (head_log_probs only; the SFT step's accuracy)
+  torch::Tensor argmax;     // [B, R] int64: the most likely token (head_log_probs with_argmax only)
 };
 
 // Per-token log-probs (and entropies when with_entropy) of batch.responses under `model`, in
@@ -92,9 +92,11 @@ ResponseLogProbs compute_log_probs(CausalLm& model, const RolloutBatch& batch, c
 // weight: the same values and gradients as response_logits + log_probs_from_logits +
 // entropy_from_logits (up to summation order), without [B, R, V] ever existing: forward and
 // backward run the head over chunk_tokens positions at a time, the backward recomputing them.
-// An entropy left out of the loss costs no backward work. Not for a tensor-parallel model.
+// An entropy left out of the loss costs no backward work. with_argmax: also the most likely
+// token (the SFT step's accuracy; one more pass over each chunk's logits). Not for a
+// tensor-parallel model.
 ResponseLogProbs head_log_probs(CausalLm& model, const torch::Tensor& hidden, const torch::Tensor& labels,
-                                double temperature, bool with_entropy,
+                                double temperature, bool with_entropy, bool with_argmax = false,
                                 int64_t chunk_tokens = kDefaultLogProbChunkTokens);
 
 // Restores a module's train/eval flag when a scope ends.

@@ -99,7 +99,7 @@ torch::Tensor loss_of(CausalLm& m, const Case& c, const Batch& b) {
   torch::Tensor lp, ent;
   if (c.head == Head::kChunked) {
     auto hidden = response_hidden(m, b.ids, b.mask, b.pos, kResponse, c.layout);
-    auto res = head_log_probs(m, hidden, b.labels, /*temperature=*/1.0, /*with_entropy=*/true, kChunk);
+    auto res = head_log_probs(m, hidden, b.labels, /*temperature=*/1.0, /*with_entropy=*/true, /*with_argmax=*/false, kChunk);
     lp = res.log_probs;
     ent = res.entropy;
   } else {

@@ -200,7 +200,9 @@ TEST(DecodeOps, TheCudaKernelsEqualTheTorchForms) {
     }
     // silu_and_mul at the 0.5B intermediate size
     auto gu = torch::randn({23, 2 * 4864}, gen, torch::kFloat32).to(dt);
-    EXPECT_LT(max_diff(silu_and_mul(gu.to(dev)), silu_and_mul(gu)), 3e-2);
+    // One rounding (the kernel's) against two (silu, then the product): relative to the values.
+    const auto want = silu_and_mul(gu);
+    EXPECT_LT(max_diff(silu_and_mul(gu.to(dev)), want), 1e-2 * want.abs().max().item<double>());
   }
 }
 

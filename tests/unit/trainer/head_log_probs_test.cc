@@ -52,7 +52,7 @@ Outcome run(const Case& c, bool chunked) {
   torch::Tensor lp, ent;
   if (chunked) {
     auto hidden = response_hidden(m, ids, mask, pos, r);
-    auto res = head_log_probs(m, hidden, labels, c.temperature, /*with_entropy=*/true, c.chunk);
+    auto res = head_log_probs(m, hidden, labels, c.temperature, /*with_entropy=*/true, /*with_argmax=*/true, c.chunk);
     lp = res.log_probs;
     ent = res.entropy;
     o.argmax = res.argmax;
