@@ -474,6 +474,10 @@ torch::Tensor BackboneImpl::run_layers(torch::Tensor h, const torch::Tensor& cos
     // segment, so that its recompute reads them too (one cast per parameter per forward).
     const ComputeWeights w = layer.cast_weights();
     if (checkpoint) {
+      // A frozen embedding (LoRA) gives an input without a gradient; a checkpointed layer whose
+      // inputs need none would get no backward, and its adapters no gradient (HF's
+      // enable_input_require_grads does the same).
+      if (!h.requires_grad()) h = h.detach().requires_grad_(true);
       h = CheckpointedLayer::apply(h, cos, sin, mask_arg, at::TensorList(w.copies()), &layer, cu_seqlens);
     } else if (!cu_seqlens.empty()) {
       h = layer.forward_packed(h, cos, sin, cu_seqlens, w);

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -64,6 +65,40 @@ TEST(Lora, StartsAsTheBaseAndTrainsOnlyItsAdapters) {
   EXPECT_EQ(named["model.layers.0.self_attn.q_proj.lora_A.weight"].sizes(), torch::IntArrayRef({4, 64}));
   EXPECT_EQ(named["model.layers.0.self_attn.q_proj.lora_B.weight"].sizes(), torch::IntArrayRef({64, 4}));
   EXPECT_EQ(named.find("lm_head.lora_A.weight"), nullptr);  // all-linear leaves the head out, as PEFT
+}
+
+// With every base weight (the embedding too) frozen, a checkpointed layer's only input that
+// requires a gradient would be none: the adapters must train all the same, with the gradients
+// of the plain forward, in fp32 and in bf16 compute.
+TEST(Lora, GradientCheckpointingStillTrainsTheAdapters) {
+  for (auto dt : {torch::kFloat32, torch::kBFloat16}) {
+    auto grads = [&](bool checkpointing) {
+      auto c = tiny();
+      c.compute_dtype = dt;
+      auto m = make_causal_lm(c, 3);
+      add_lora(*m, spec(4), 1);
+      randomize_b(m);
+      m->model->set_gradient_checkpointing(checkpointing);
+      m->train();
+      auto gen = at::detail::createCPUGenerator(5);
+      auto ids = torch::randint(0, 100, {3, 10}, gen, torch::kLong);
+      auto mask = torch::ones({3, 10}, torch::kLong);
+      auto logits = m->forward(ids, mask, position_ids_from_mask(mask));
+      torch::log_softmax(logits, -1).select(-1, 7).sum().backward();
+      std::map<std::string, torch::Tensor> out;
+      for (const auto& p : m->named_parameters())
+        if (p.value().requires_grad()) out[p.key()] = p.value().grad();
+      return out;
+    };
+    const auto plain = grads(false), ckpt = grads(true);
+    ASSERT_EQ(plain.size(), 2u * 7 * 2);
+    for (const auto& [name, g] : plain) {
+      const auto& gc = ckpt.at(name);
+      ASSERT_TRUE(gc.defined()) << name << " has no gradient with checkpointing, dtype " << dt;
+      EXPECT_GT(gc.abs().max().item<double>(), 0.0) << name;
+      EXPECT_TRUE(torch::allclose(gc.to(torch::kFloat32), g.to(torch::kFloat32), 1e-2, 1e-4)) << name << " " << dt;
+    }
+  }
 }
 
 TEST(Lora, MergedWeightsGiveTheAdaptedModelsLogitsAndTheBaseWithAdaptersOff) {
