@@ -8,14 +8,7 @@
 set -euo pipefail
 b=${1:?build dir} out=${2:?out dir} hf_new=${3:-256}
 mkdir -p "$out/qwen2-0.5b"
-cat > "$out/qwen2-0.5b/config.json" <<'JSON'
-{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_act": "silu",
- "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
- "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
- "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
- "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_sliding_window": false,
- "bos_token_id": 151643, "eos_token_id": 151645, "initializer_range": 0.02}
-JSON
+cp "$(dirname "$0")/configs/qwen2-0.5b/config.json" "$out/qwen2-0.5b/"
 cfg="$out/qwen2-0.5b/config.json"
 {
   "$b/bench/bench_rollout" --config "$cfg" --engine slot --breakdown
