@@ -241,7 +241,7 @@ PpoTrainer::PpoTrainer(const JobConfig& config, Distributed* dist)
                   << (slot_engine ? " (the slot engine runs eagerly: no CUDA graphs)" : "");
     if (config_.rollout.name != "native")
       log::Info() << "rollout: actor_rollout_ref.rollout.name=" << config_.rollout.name << " selects verlctl's "
-                  << (slot_engine ? "slot engine (KV-cache slots, continuous batching, CUDA graphs on GPUs)"
+                  << (slot_engine ? "slot engine (paged KV cache, continuous batching, CUDA graphs on GPUs)"
                                   : "native loop")
                   << " (no " << config_.rollout.name << " here; its engine_kwargs are ignored)";
   }
