@@ -203,11 +203,6 @@ RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions& op
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
   auto xf = x.to(torch::kFloat32);
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
-  // On CUDA torch's rms_norm (its fused kernel, forward and backward, where the build has one):
-  // the same fp32 math as below in a few launches instead of a dozen.
-  if (xf.is_cuda()) return at::rms_norm(xf, {xf.size(-1)}, weight, eps_);
-#endif
   auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
   return weight * (xf * torch::rsqrt(var + eps_));
 }
