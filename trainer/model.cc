@@ -89,13 +89,6 @@ torch::Tensor attend(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, c
     k = k.unsqueeze(2).expand({b, kvh, h / kvh, total, d}).reshape({b, h, total, d});
     v = v.unsqueeze(2).expand({b, kvh, h / kvh, total, d}).reshape({b, h, total, d});
   }
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
-  // On CUDA in half precision: scaled_dot_product_attention with the additive mask (its
-  // memory-efficient kernel, forward and backward), instead of [B, h, t, T] scores in fp32.
-  if (q.is_cuda() && (dt == torch::kBFloat16 || dt == torch::kHalf))
-    return at::scaled_dot_product_attention(q.to(dt), k.to(dt), v.to(dt), mask.to(dt), 0.0, false)
-        .to(torch::kFloat32);
-#endif
   auto scores = torch::matmul(q.to(dt), k.transpose(2, 3).to(dt)).to(torch::kFloat32) /
                 std::sqrt(static_cast<double>(d));
   auto probs = torch::softmax(scores + mask, -1);

@@ -15,10 +15,9 @@
 //
 // Sequences are left-padded prompts followed by right-padded responses; attention_mask marks
 // real tokens (1) and padding (0), position_ids count real tokens only. Attention is written
-// out (matmul + masked softmax); on CUDA in bf16/fp16 with libtorch >= 2.5 it is
-// scaled_dot_product_attention with the same additive mask (its C++ API differs in 1.13).
-// Masked scores use a large finite negative so an all-padding query row yields uniform
-// weights, never NaN.
+// out (matmul + masked softmax) rather than through scaled_dot_product_attention, whose C++
+// API differs between libtorch 1.13 and 2.x. Masked scores use a large finite negative so an
+// all-padding query row yields uniform weights, never NaN.
 //
 // Two ways to run the backbone over a training batch (verl's actor_rollout_ref.model keys):
 // - use_remove_padding (forward_unpadded): the rows' real tokens are packed into one [1, N]
