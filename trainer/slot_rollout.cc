@@ -19,6 +19,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "trainer/decode_ops.h"
 #include "trainer/log_probs.h"
 #include "trainer/native_rollout.h"
@@ -825,6 +826,14 @@ RolloutBatch SlotRollout::generate(const std::vector<std::vector<int64_t>>& prom
     }
   }
   stats_.peak_kv_blocks = pool_.peak_used();
+  if (stats_.preemptions > 0 && !warned_preemption_) {
+    warned_preemption_ = true;  // once per engine: it says what to change, not how often
+    log::Warn() << "rollout: the KV cache's " << kv_blocks_ - 1 << " blocks of " << options_.block_size
+                << " positions ran out on " << device_.str() << ": " << stats_.preemptions
+                << " preemptions: sequences dropped and generated again (" << n << " in this batch, up to " << max_len
+                << " positions each); raise actor_rollout_ref.rollout.gpu_memory_utilization or lower "
+                   "actor_rollout_ref.rollout.max_num_seqs";
+  }
 
   // verl's layout, as NativeRollout returns it.
   RolloutBatch out;

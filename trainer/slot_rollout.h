@@ -218,6 +218,7 @@ class SlotRollout final : public RolloutEngine {
   torch::Tensor all_unif_, out_resp_, out_len_, out_logp_;
   std::unique_ptr<Graphs> graphs_;
   SlotRolloutStats stats_;
+  bool warned_preemption_ = false;
 };
 
 }  // namespace verl::trainer
