@@ -230,6 +230,7 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
                 std::string("underlying error: ") + e.what()};
   }
 
+  const auto joining_since = std::chrono::steady_clock::now();
   try {
     if (device.is_cuda()) {
 #ifdef USE_C10D_NCCL
@@ -275,6 +276,18 @@ Distributed::Distributed(const DistributedOptions& options, const torch::Device&
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
+    // An error well before the timeout is not a missing rank: say what it was.
+    const auto took = std::chrono::steady_clock::now() - joining_since;
+    if (took < options_.timeout * 9 / 10) {
+      const std::string what = e.what();
+      throw Error{ExitCode::kFailure,
+                  "rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.world_size) +
+                      ": joining the process group at " + where(options_) + " failed after " +
+                      seconds(std::chrono::duration_cast<std::chrono::milliseconds>(took)) + ": " +
+                      what.substr(0, what.find('\n')),
+                  "a peer that is not one of this job's ranks (a port shared with another run), or a rank that "
+                  "ended: check every rank's log, and that MASTER_PORT is this job's alone"};
+    }
     throw Error{ExitCode::kTimedOut,
                 "rank " + std::to_string(options_.rank) + " of " +
                     std::to_string(options_.world_size) +

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include "common/ports.h"
 #include "trainer/distributed.h"
 
@@ -20,9 +22,21 @@ struct RanksOptions {
 };
 
 // Runs fn(dist) on `world` ranks (threads) on CPU; rethrows the first failing rank's exception
-// after every thread has ended.
+// after every thread has ended. Without a port the harness hosts the store itself on a port the
+// OS picks while it binds (no window in which another test could take a port found free), and
+// every rank is its client.
 inline void run_ranks(int world, const std::function<void(Distributed&)>& fn, RanksOptions options = {}) {
-  const int port = options.port ? options.port : free_tcp_port();
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  if (options.port == 0 && !options.store_is_external) {
+    c10d::TCPStoreOptions so;
+    so.port = 0;
+    so.isServer = true;
+    so.waitWorkers = false;
+    so.timeout = options.timeout;
+    store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+    options.store_is_external = true;
+  }
+  const int port = store ? store->getPort() : options.port ? options.port : free_tcp_port();
   std::vector<std::exception_ptr> errors(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
