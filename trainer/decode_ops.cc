@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "trainer/model.h"
 
 namespace verl::trainer {
 
@@ -173,9 +174,7 @@ torch::Tensor rope_qkv_to_cache(const torch::Tensor& qkv, const torch::Tensor& c
 #endif
   const auto c = cos.index_select(0, pos).unsqueeze(1), s = sin.index_select(0, pos).unsqueeze(1);  // [b, 1, d]
   auto qk = qkv.narrow(-1, 0, (h + kvh) * d).reshape({b, h + kvh, d}).to(torch::kFloat32);
-  const int64_t half = d / 2;
-  auto rotated = torch::cat({-qk.narrow(-1, half, half), qk.narrow(-1, 0, half)}, -1);
-  qk = qk * c + rotated * s;
+  qk = qk * c + rotate_half(qk) * s;
   auto v = qkv.narrow(-1, (h + kvh) * d, kvh * d).reshape({b, kvh, d});
   k_cache.view({-1, kvh, d}).index_copy_(0, write_row, qk.narrow(1, h, kvh).to(k_cache.scalar_type()));
   v_cache.view({-1, kvh, d}).index_copy_(0, write_row, v.to(v_cache.scalar_type()));

@@ -72,12 +72,6 @@ torch::Tensor linear_in(const torch::Tensor& x, const Dense& layer, const Comput
   return y;
 }
 
-torch::Tensor rotate_half(const torch::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  auto x1 = x.narrow(-1, 0, half);
-  auto x2 = x.narrow(-1, half, half);
-  return torch::cat({-x2, x1}, -1);
-}
 
 // softmax(q k^T / sqrt(d) + mask) v for q [B,h,t,d] and k, v [B,kvh,T,d] (fp32; the matmuls in
 // the compute dtype); mask broadcasts to [B,h,t,T]. Returns [B,h,t,d] fp32.
@@ -106,6 +100,13 @@ torch::Tensor causal_mask(int64_t len, int64_t sliding_window, const torch::Devi
 
 
 }  // namespace
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half);
+  auto x2 = x.narrow(-1, half, half);
+  return torch::cat({-x2, x1}, -1);
+}
 
 ModelConfig ModelConfig::from_job(const ModelArchConfig& a, int64_t vocab_size) {
   ModelConfig c;

@@ -402,6 +402,9 @@ CriticModel make_critic(const ModelConfig& config, uint64_t seed, const torch::D
 // two may differ in the last bit.
 torch::Tensor rope_inv_freq(const ModelConfig& config);
 
+// RoPE's rotate-half: (x1, x2) -> (-x2, x1) over the last dimension's halves (HF's rotate_half).
+torch::Tensor rotate_half(const torch::Tensor& x);
+
 // Copies parameters by name from `src` into `dst` for every name they share (same shape);
 // returns how many were copied. Used to start the critic's backbone from the actor's.
 int64_t copy_shared_parameters(const torch::nn::Module& src, torch::nn::Module& dst,

@@ -29,11 +29,6 @@ namespace {
 
 constexpr double kMaskValue = -1e9;  // as model.cc: zeroes a softmax weight, keeps rows finite
 
-torch::Tensor rotate_half(const torch::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
 torch::Tensor long_tensor(const std::vector<int64_t>& v, const torch::Device& device) {
   return torch::tensor(v, torch::kLong).to(device);
 }
@@ -336,6 +331,12 @@ void SlotRollout::decode_step(int64_t b, const Sampler& s) {
 
 // ---- cache and slots ------------------------------------------------------------------------
 
+double SlotRollout::kv_block_bytes() const {
+  return 2.0 * static_cast<double>(config_.num_hidden_layers * config_.num_key_value_heads * options_.block_size *
+                                   config_.head_dim()) *
+         static_cast<double>(torch::elementSize(dt_));
+}
+
 int64_t SlotRollout::kv_blocks_for(int64_t slots, int64_t max_len) const {
   const int64_t per_seq = blocks_for(max_len, options_.block_size);
   const int64_t all = slots * per_seq + 1;  // + the reserved block
@@ -352,9 +353,7 @@ int64_t SlotRollout::kv_blocks_for(int64_t slots, int64_t max_len) const {
     c10::cuda::CUDAGuard guard(device_);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) throw Error{ExitCode::kFailure, "rollout: cudaMemGetInfo failed", ""};
-    const double elem = static_cast<double>(torch::elementSize(dt_));
-    const double per_block = 2.0 * static_cast<double>(config_.num_hidden_layers * config_.num_key_value_heads *
-                                                       options_.block_size * config_.head_dim()) * elem;
+    const double per_block = kv_block_bytes();
     // Per slot, the step's [V] logits in fp32 about six times over (logits, tempered, softmax,
     // cumsum, the comparison, log-softmax).
     const double per_slot = 24.0 * static_cast<double>(config_.vocab_size);
@@ -678,9 +677,7 @@ RolloutBatch SlotRollout::generate(const std::vector<std::vector<int64_t>>& prom
   stats_.slots = slots_;
   stats_.max_model_len = max_len;
   stats_.kv_blocks = kv_blocks_;
-  stats_.kv_cache_gb = 2.0 * static_cast<double>(config_.num_hidden_layers * kv_blocks_ * options_.block_size *
-                                                 config_.num_key_value_heads * config_.head_dim()) *
-                       static_cast<double>(torch::elementSize(dt_)) / 1e9;
+  stats_.kv_cache_gb = static_cast<double>(kv_blocks_) * kv_block_bytes() / 1e9;
   if (!options.stop_token_ids.empty()) stops_.copy_(torch::tensor(options.stop_token_ids, torch::kLong));
   const auto dev = torch::TensorOptions().device(device_);
   all_unif_ = torch::Tensor();

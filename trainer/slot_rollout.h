@@ -149,6 +149,7 @@ class SlotRollout final : public RolloutEngine {
   // The pool's block count for `slots` sequences of at most max_len positions: all they could
   // need, or what rollout.gpu_memory_utilization leaves room for on CUDA.
   int64_t kv_blocks_for(int64_t slots, int64_t max_len) const;
+  double kv_block_bytes() const;  // one block's keys and values over every layer
   // Gives slot i (free) the blocks of `seq`'s first `positions` positions, the first `shared` of
   // them taken from slot `twin` (same prompt); false when the pool lacks them.
   bool assign_blocks(int64_t i, int64_t seq, int64_t positions, int64_t twin, int64_t shared);
